@@ -1,0 +1,46 @@
+# One entry point for every developer task. Each target installs what it needs itself.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+CACHE := $(CURDIR)/.cache
+export AIRFLOW_CDC_CACHE := $(CACHE)
+export PATH := $(CURDIR)/$(BIN):$(PATH)
+
+.PHONY: setup test test-fast lint demo bench clean kinesis-up kinesis-down
+
+$(BIN)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[spark,dev]'
+	touch $@
+
+$(CACHE)/.jars: $(BIN)/.installed
+	$(BIN)/python -m spark_jobs.session --resolve-jars
+	touch $@
+
+node_modules/.installed: package.json
+	npm install --no-audit --no-fund --silent
+	touch $@
+
+setup: $(BIN)/.installed $(CACHE)/.jars node_modules/.installed
+
+lint: $(BIN)/.installed
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy airflow_cdc spark_jobs
+
+test: setup
+	$(BIN)/python -m pytest -q -ra --durations=15
+
+test-fast: setup
+	$(BIN)/python -m pytest -q -m "not slow and not spark"
+
+demo: setup
+	$(BIN)/python scripts/demo.py
+
+bench: setup
+	$(BIN)/python scripts/bench.py $(BENCH_ARGS)
+
+clean:
+	rm -rf $(VENV) $(CACHE) node_modules .pytest_cache .mypy_cache .ruff_cache

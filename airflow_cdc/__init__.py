@@ -1,0 +1,54 @@
+"""airflow-cdc: change data capture into Delta Lake, scheduled by Apache Airflow.
+
+This module must stay importable without Airflow, Spark or boto3: the Spark jobs ship it to the
+cluster and import only :mod:`airflow_cdc.core` from it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__version__ = "0.1.0"
+
+
+def get_provider_info() -> dict[str, Any]:
+    """Describe the provider to Airflow (entry point ``apache_airflow_provider``)."""
+    return {
+        "package-name": "airflow-cdc",
+        "name": "Change Data Capture",
+        "description": "Land, reassemble, order and apply CDC streams into Delta Lake on Spark.",
+        "versions": [__version__],
+        "connection-types": [
+            {
+                "connection-type": "cdc_kinesis",
+                "hook-class-name": "airflow_cdc.hooks.kinesis.KinesisStreamHook",
+            },
+        ],
+        "operators": [
+            {
+                "integration-name": "Change Data Capture",
+                "python-modules": [
+                    "airflow_cdc.operators.land",
+                    "airflow_cdc.operators.process",
+                ],
+            }
+        ],
+        "sensors": [
+            {
+                "integration-name": "Change Data Capture",
+                "python-modules": ["airflow_cdc.sensors.resolved"],
+            }
+        ],
+        "triggers": [
+            {
+                "integration-name": "Change Data Capture",
+                "python-modules": ["airflow_cdc.triggers.resolved"],
+            }
+        ],
+        "hooks": [
+            {
+                "integration-name": "Change Data Capture",
+                "python-modules": ["airflow_cdc.hooks.kinesis"],
+            }
+        ],
+    }

@@ -1,0 +1,156 @@
+"""Table declarations: the user's PostgreSQL ``CREATE TABLE`` statements.
+
+The declared DDL is the source of truth for column types and the primary key; change records
+only carry values (DSQL serializes each PostgreSQL type in its own way, see
+:mod:`airflow_cdc.core.types`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError
+
+from airflow_cdc.core.events import TableRef
+from airflow_cdc.core.exceptions import DdlError
+
+# sqlglot's type names -> the PostgreSQL type families whose serialization DSQL documents.
+_TYPE_FAMILIES = {
+    "SMALLINT": "smallint",
+    "INT": "integer",
+    "BIGINT": "bigint",
+    "OID": "oid",
+    "FLOAT": "real",
+    "DOUBLE": "double",
+    "DECIMAL": "numeric",
+    "BOOLEAN": "boolean",
+    "TEXT": "text",
+    "VARCHAR": "text",
+    "CHAR": "text",
+    "NAME": "text",
+    "VARBINARY": "bytea",
+    "DATE": "date",
+    "TIME": "time",
+    "TIMETZ": "timetz",
+    "TIMESTAMP": "timestamp",
+    "TIMESTAMPTZ": "timestamptz",
+    "INTERVAL": "interval",
+    "JSON": "json",
+    "JSONB": "json",
+    "UUID": "uuid",
+}
+_USER_DEFINED = {"oidvector": "oidvector", "name": "text", '"char"': "text", "char": "text"}
+
+
+@dataclass(frozen=True)
+class ColumnSpec:
+    """One declared column: its name, PostgreSQL type family and numeric precision."""
+
+    name: str
+    pg_type: str
+    precision: int | None = None
+    scale: int | None = None
+    nullable: bool = True
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """A declared table: columns in declaration order and the primary key columns."""
+
+    table: TableRef
+    columns: tuple[ColumnSpec, ...]
+    primary_key: tuple[str, ...]
+
+    def column(self, name: str) -> ColumnSpec | None:
+        for column in self.columns:
+            if column.name == name:
+                return column
+        return None
+
+
+def parse_tables(ddl: str, default_schema: str = "public") -> list[TableSpec]:
+    """Parse one or more ``CREATE TABLE`` statements.
+
+    :param ddl: PostgreSQL DDL; statements separated by ``;``.
+    :param default_schema: Schema of tables named without one.
+    :raises DdlError: naming the statement, column or type that cannot be used.
+    """
+    try:
+        statements = [s for s in sqlglot.parse(ddl, read="postgres") if s is not None]
+    except ParseError as err:
+        raise DdlError(f"cannot parse DDL: {err}") from err
+    if not statements:
+        raise DdlError(f"no CREATE TABLE statement in {ddl[:80]!r}")
+    specs = [_table_spec(statement, default_schema) for statement in statements]
+    seen: set[TableRef] = set()
+    for spec in specs:
+        if spec.table in seen:
+            raise DdlError(f"table {spec.table.qualified!r} is declared twice")
+        seen.add(spec.table)
+    return specs
+
+
+def _table_spec(statement: exp.Expression, default_schema: str) -> TableSpec:
+    if not isinstance(statement, exp.Create) or statement.kind != "TABLE":
+        raise DdlError(f"expected CREATE TABLE, got {statement.sql(dialect='postgres')[:80]!r}")
+    schema_expr = statement.this
+    table_expr = schema_expr.this if isinstance(schema_expr, exp.Schema) else schema_expr
+    if not isinstance(table_expr, exp.Table) or not isinstance(schema_expr, exp.Schema):
+        raise DdlError(f"CREATE TABLE without a column list: {statement.sql()[:80]!r}")
+    table = TableRef(table_expr.db or default_schema, table_expr.name)
+    columns: list[ColumnSpec] = []
+    primary_key: list[str] = []
+    for item in schema_expr.expressions:
+        if isinstance(item, exp.ColumnDef):
+            column, is_key = _column_spec(item, table)
+            columns.append(column)
+            if is_key:
+                primary_key.append(column.name)
+        elif isinstance(item, exp.PrimaryKey):
+            primary_key.extend(part.name for part in item.expressions)
+    names = [c.name for c in columns]
+    if len(set(names)) != len(names):
+        raise DdlError(f"table {table.qualified!r} declares a column twice: {names}")
+    if not primary_key:
+        raise DdlError(f"table {table.qualified!r} has no PRIMARY KEY; changes need a key")
+    unknown = [k for k in primary_key if k not in names]
+    if unknown:
+        raise DdlError(f"table {table.qualified!r}: primary key names unknown columns {unknown}")
+    nullable = {c.name: c for c in columns}
+    for key in primary_key:
+        nullable[key] = ColumnSpec(
+            key, nullable[key].pg_type, nullable[key].precision, nullable[key].scale, nullable=False
+        )
+    return TableSpec(table, tuple(nullable[n] for n in names), tuple(primary_key))
+
+
+def _column_spec(item: exp.ColumnDef, table: TableRef) -> tuple[ColumnSpec, bool]:
+    kind = item.args.get("kind")
+    if not isinstance(kind, exp.DataType):
+        raise DdlError(f"{table.qualified}.{item.name}: column has no type")
+    family = _family(kind)
+    if family is None:
+        raise DdlError(
+            f"{table.qualified}.{item.name}: type {kind.sql(dialect='postgres')!r} is not supported"
+        )
+    precision = scale = None
+    if family == "numeric" and kind.expressions:
+        params = [int(p.this.this) for p in kind.expressions]
+        precision = params[0]
+        scale = params[1] if len(params) > 1 else 0
+    constraints = [c.kind for c in item.constraints]
+    is_key = any(isinstance(c, exp.PrimaryKeyColumnConstraint) for c in constraints)
+    not_null = any(
+        isinstance(c, exp.NotNullColumnConstraint) and not c.args.get("allow_null")
+        for c in constraints
+    )
+    return ColumnSpec(item.name, family, precision, scale, nullable=not not_null), is_key
+
+
+def _family(kind: exp.DataType) -> str | None:
+    name = kind.this.name if hasattr(kind.this, "name") else str(kind.this)
+    if name == "USERDEFINED":
+        return _USER_DEFINED.get(kind.sql(dialect="postgres").lower())
+    return _TYPE_FAMILIES.get(name.upper())

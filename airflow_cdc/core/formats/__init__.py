@@ -1,0 +1,1 @@
+"""Parsers for each source's change-record format, one module per format."""

@@ -1,0 +1,260 @@
+"""Decoding of DSQL-serialized values into the Python values of their Spark types.
+
+The rules are the Aurora DSQL reference's "Data type serialization" tables. Values that a Spark
+type cannot hold (NaN or infinity in a ``numeric``, the ``±infinity`` sentinels of dates and
+timestamps) decode to ``None`` plus a *special* marker that the apply step keeps in the row's
+``_cdc_special_values`` map, so nothing is lost.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import datetime as dt
+import json
+import math
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from airflow_cdc.core.ddl import ColumnSpec
+from airflow_cdc.core.exceptions import DecodeError
+
+# Unconstrained ``numeric`` lands in the widest decimal Spark has, with room for fractions.
+DEFAULT_DECIMAL = (38, 18)
+SPECIAL_FLOATS = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+# "±Infinity maps to sentinel values: 9223372036825200000 for +infinity and
+# -9223372036832400000 for -infinity" (timestamp and timestamptz).
+TIMESTAMP_POS_INFINITY = 9223372036825200000
+TIMESTAMP_NEG_INFINITY = -9223372036832400000
+MICROS_PER_DAY = 86_400_000_000
+_EPOCH_DATE = dt.date(1970, 1, 1)
+_EPOCH = dt.datetime(1970, 1, 1)
+_INT_RANGES = {
+    "smallint": (-(2**15), 2**15 - 1),
+    "integer": (-(2**31), 2**31 - 1),
+    "bigint": (-(2**63), 2**63 - 1),
+    "oid": (0, 2**32 - 1),
+    "interval": (-(2**63), 2**63 - 1),
+}
+_SPARK_TYPES = {
+    "smallint": "SMALLINT",
+    "integer": "INT",
+    "bigint": "BIGINT",
+    "oid": "BIGINT",
+    "real": "FLOAT",
+    "double": "DOUBLE",
+    "boolean": "BOOLEAN",
+    "text": "STRING",
+    "bytea": "BINARY",
+    "date": "DATE",
+    "time": "STRING",
+    "timetz": "STRING",
+    "timestamp": "TIMESTAMP_NTZ",
+    "timestamptz": "TIMESTAMP",
+    "interval": "BIGINT",
+    "json": "STRING",
+    "uuid": "STRING",
+    "oidvector": "ARRAY<BIGINT>",
+}
+
+
+@dataclass(frozen=True)
+class Decoded:
+    """A decoded value; ``special`` is set where the Spark value had to be ``None``."""
+
+    value: Any
+    special: str | None = None
+
+
+def spark_type(column: ColumnSpec) -> str:
+    """The Spark SQL type of a declared column, as DDL text (``DECIMAL(12,2)``, ``STRING``...).
+
+    ``time``/``timetz`` become ``HH:MM:SS.ffffff`` strings and ``interval`` a count of
+    microseconds, because Delta tables cannot store Spark's time or interval types.
+    """
+    if column.pg_type == "numeric":
+        precision, scale = _decimal_shape(column)
+        return f"DECIMAL({precision},{scale})"
+    return _SPARK_TYPES[column.pg_type]
+
+
+def decode(column: ColumnSpec, value: Any) -> Decoded:
+    """Decode one JSON value of ``column`` per the DSQL serialization rules.
+
+    :raises DecodeError: when the value does not fit the declared type.
+    """
+    if value is None:
+        return Decoded(None)
+    decoder = _DECODERS[column.pg_type]
+    try:
+        return decoder(column, value)
+    except DecodeError:
+        raise
+    except (ValueError, TypeError, ArithmeticError, OverflowError) as err:
+        raise DecodeError(column.name, f"{value!r} is not a valid {column.pg_type}: {err}") from err
+
+
+def decode_undeclared(value: Any) -> str | None:
+    """A column the DDL does not declare is kept as text: strings as is, others as JSON."""
+    if value is None or isinstance(value, str):
+        return value
+    return json.dumps(value, separators=(",", ":"), sort_keys=True)
+
+
+def _expect(column: ColumnSpec, value: Any, *kinds: type) -> None:
+    if isinstance(value, bool) and bool not in kinds:
+        raise DecodeError(column.name, f"{value!r} is a boolean, expected {column.pg_type}")
+    if not isinstance(value, kinds):
+        raise DecodeError(
+            column.name, f"{value!r} is a {type(value).__name__}, expected {column.pg_type}"
+        )
+
+
+def _integer(column: ColumnSpec, value: Any) -> Decoded:
+    _expect(column, value, int)
+    low, high = _INT_RANGES[column.pg_type]
+    if not low <= value <= high:
+        raise DecodeError(column.name, f"{value!r} is out of range for {column.pg_type}")
+    return Decoded(value)
+
+
+def _float(column: ColumnSpec, value: Any) -> Decoded:
+    if isinstance(value, str):
+        if value not in SPECIAL_FLOATS:
+            raise DecodeError(column.name, f"{value!r} is not NaN, Infinity or -Infinity")
+        return Decoded(SPECIAL_FLOATS[value])
+    _expect(column, value, int, float)
+    return Decoded(float(value))
+
+
+def _decimal_shape(column: ColumnSpec) -> tuple[int, int]:
+    if column.precision is None:
+        return DEFAULT_DECIMAL
+    return column.precision, column.scale or 0
+
+
+def _numeric(column: ColumnSpec, value: Any) -> Decoded:
+    if isinstance(value, str) and value in SPECIAL_FLOATS:
+        return Decoded(None, value)
+    _expect(column, value, str, int)
+    try:
+        number = Decimal(value)
+    except InvalidOperation as err:
+        raise DecodeError(column.name, f"{value!r} is not a decimal number") from err
+    if not number.is_finite():
+        raise DecodeError(column.name, f"{value!r} is not a decimal number")
+    precision, scale = _decimal_shape(column)
+    quantized = number.quantize(Decimal(1).scaleb(-scale))
+    if quantized != number:
+        raise DecodeError(column.name, f"{value!r} has more than {scale} fractional digits")
+    if len(quantized.as_tuple().digits) > precision and quantized != 0:
+        raise DecodeError(column.name, f"{value!r} does not fit DECIMAL({precision},{scale})")
+    return Decoded(quantized)
+
+
+def _boolean(column: ColumnSpec, value: Any) -> Decoded:
+    _expect(column, value, bool)
+    return Decoded(value)
+
+
+def _text(column: ColumnSpec, value: Any) -> Decoded:
+    _expect(column, value, str)
+    return Decoded(value)
+
+
+def _bytea(column: ColumnSpec, value: Any) -> Decoded:
+    _expect(column, value, str)
+    try:
+        return Decoded(base64.b64decode(value, validate=True))
+    except binascii.Error as err:
+        raise DecodeError(column.name, f"{value[:40]!r} is not Base64: {err}") from err
+
+
+def _date(column: ColumnSpec, value: Any) -> Decoded:
+    _expect(column, value, int)
+    # The ±infinity sentinels are "derived from epoch-offset arithmetic" and lie far outside
+    # the calendar; anything past year 9999 (or before year 1) is one of them.
+    try:
+        return Decoded(_EPOCH_DATE + dt.timedelta(days=value))
+    except OverflowError:
+        return Decoded(None, "infinity" if value > 0 else "-infinity")
+
+
+def _time_of_day(column: ColumnSpec, value: Any) -> Decoded:
+    _expect(column, value, int)
+    if not 0 <= value <= MICROS_PER_DAY:
+        raise DecodeError(column.name, f"{value!r} µs is not a time of day")
+    seconds, micros = divmod(value, 1_000_000)
+    hours, rest = divmod(seconds, 3600)
+    text = f"{hours:02d}:{rest // 60:02d}:{rest % 60:02d}.{micros:06d}"
+    return Decoded(text + "+00:00" if column.pg_type == "timetz" else text)
+
+
+def _timestamp(column: ColumnSpec, value: Any) -> Decoded:
+    _expect(column, value, int)
+    if value == TIMESTAMP_POS_INFINITY:
+        return Decoded(None, "infinity")
+    if value == TIMESTAMP_NEG_INFINITY:
+        return Decoded(None, "-infinity")
+    try:
+        naive = _EPOCH + dt.timedelta(microseconds=value)
+    except OverflowError as err:
+        raise DecodeError(column.name, f"{value!r} µs is outside the timestamp range") from err
+    if column.pg_type == "timestamptz":
+        return Decoded(naive.replace(tzinfo=dt.UTC))
+    return Decoded(naive)
+
+
+def _interval(column: ColumnSpec, value: Any) -> Decoded:
+    # DSQL already emits null when the total overflows 64 bits; a number is kept as is.
+    return _integer(column, value)
+
+
+def _json(column: ColumnSpec, value: Any) -> Decoded:
+    _expect(column, value, str)
+    try:
+        json.loads(value)
+    except json.JSONDecodeError as err:
+        raise DecodeError(column.name, f"{value[:40]!r} is not JSON text: {err}") from err
+    return Decoded(value)
+
+
+def _uuid(column: ColumnSpec, value: Any) -> Decoded:
+    _expect(column, value, str)
+    parsed = uuid.UUID(value)
+    if str(parsed) != value.lower():
+        raise DecodeError(column.name, f"{value!r} is not in 8-4-4-4-12 form")
+    return Decoded(str(parsed))
+
+
+def _oidvector(column: ColumnSpec, value: Any) -> Decoded:
+    _expect(column, value, list)
+    for item in value:
+        _expect(column, item, int)
+    return Decoded(list(value))
+
+
+_DECODERS: dict[str, Callable[[ColumnSpec, Any], Decoded]] = {
+    "smallint": _integer,
+    "integer": _integer,
+    "bigint": _integer,
+    "oid": _integer,
+    "real": _float,
+    "double": _float,
+    "numeric": _numeric,
+    "boolean": _boolean,
+    "text": _text,
+    "bytea": _bytea,
+    "date": _date,
+    "time": _time_of_day,
+    "timetz": _time_of_day,
+    "timestamp": _timestamp,
+    "timestamptz": _timestamp,
+    "interval": _interval,
+    "json": _json,
+    "uuid": _uuid,
+    "oidvector": _oidvector,
+}

@@ -1,0 +1,1 @@
+"""Versioned PySpark jobs: each module has ``JOB_NAME``, ``JOB_VERSION`` and ``main()``."""

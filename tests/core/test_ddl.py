@@ -1,0 +1,81 @@
+from __future__ import annotations
+
+import pytest
+
+from airflow_cdc.core.ddl import ColumnSpec, parse_tables
+from airflow_cdc.core.events import TableRef
+from airflow_cdc.core.exceptions import DdlError
+
+
+def test_reference_example_composite_key() -> None:
+    # The DSQL reference's example table.
+    (spec,) = parse_tables(
+        "CREATE TABLE order_items ( order_id INT, item_id INT, quantity INT, price NUMERIC, "
+        "PRIMARY KEY (order_id, item_id) );"
+    )
+    assert spec.table == TableRef("public", "order_items")
+    assert spec.primary_key == ("order_id", "item_id")
+    assert spec.column("price") == ColumnSpec("price", "numeric")
+    assert spec.column("order_id") == ColumnSpec("order_id", "integer", nullable=False)
+
+
+def test_every_serialized_type_family() -> None:
+    (spec,) = parse_tables(
+        """CREATE TABLE shop.t (
+            id bigint PRIMARY KEY, a smallint, b int4, c oid, d real, e double precision,
+            f numeric(12, 3), g boolean, h varchar(20), i char(3), j text, k bytea, l date,
+            m time, n timetz, o timestamp, p timestamptz, q timestamp with time zone,
+            r interval, s json, t jsonb, u uuid, v oidvector, w name, x "char"
+        )"""
+    )
+    families = {c.name: c.pg_type for c in spec.columns}
+    assert families == {
+        "id": "bigint",
+        "a": "smallint",
+        "b": "integer",
+        "c": "oid",
+        "d": "real",
+        "e": "double",
+        "f": "numeric",
+        "g": "boolean",
+        "h": "text",
+        "i": "text",
+        "j": "text",
+        "k": "bytea",
+        "l": "date",
+        "m": "time",
+        "n": "timetz",
+        "o": "timestamp",
+        "p": "timestamptz",
+        "q": "timestamptz",
+        "r": "interval",
+        "s": "json",
+        "t": "json",
+        "u": "uuid",
+        "v": "oidvector",
+        "w": "text",
+        "x": "text",
+    }
+    assert spec.column("f") == ColumnSpec("f", "numeric", 12, 3)
+    assert spec.table == TableRef("shop", "t")
+
+
+def test_several_statements() -> None:
+    specs = parse_tables("CREATE TABLE a (id int PRIMARY KEY); CREATE TABLE b (k text PRIMARY KEY)")
+    assert [s.table.name for s in specs] == ["a", "b"]
+
+
+@pytest.mark.parametrize(
+    ("ddl", "message"),
+    [
+        ("CREATE TABLE t (id int)", "no PRIMARY KEY"),
+        ("CREATE TABLE t (id int, PRIMARY KEY (nope))", "unknown columns"),
+        ("CREATE TABLE t (id int PRIMARY KEY, g geometry)", "not supported"),
+        ("SELECT 1", "expected CREATE TABLE"),
+        ("CREATE TABLE t (id int PRIMARY KEY); CREATE TABLE t (id int PRIMARY KEY)", "twice"),
+        ("", "no CREATE TABLE"),
+    ],
+)
+def test_unusable_ddl_is_rejected_clearly(ddl: str, message: str) -> None:
+    with pytest.raises(DdlError, match=message):
+        parse_tables(ddl)

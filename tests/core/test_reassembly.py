@@ -1,0 +1,102 @@
+"""Fragment reassembly: every arrival order, redelivery, UTF-8 split points and CRC32C."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import pytest
+
+from airflow_cdc.core.events import ChunkRef, Fragment
+from airflow_cdc.core.reassembly import COMPLETE, FAILED, INCOMPLETE, assemble, checksum, split
+
+IMAGE = {"order_id": 1001, "note": "grüße aus 東京 🚀" * 3, "price": "29.99"}
+TEXT = json.dumps(IMAGE, ensure_ascii=False)
+
+
+def _set(max_bytes: int = 16) -> tuple[ChunkRef, list[Fragment]]:
+    fragments = split(TEXT, "chunk-1", max_bytes)
+    return ChunkRef("chunk-1", len(fragments), checksum(TEXT)), fragments
+
+
+def test_crc32c_known_vector() -> None:
+    # The standard CRC-32C check value of "123456789" (RFC 3720, appendix B.4).
+    assert checksum("123456789") == 0xE3069283
+
+
+def test_split_respects_utf8_boundaries_and_limit() -> None:
+    # "each fragment's data value is a valid UTF-8 string on its own"
+    for limit in (4, 5, 7, 16):
+        fragments = split(TEXT, "c", limit)
+        assert "".join(f.data for f in fragments) == TEXT
+        for fragment in fragments:
+            assert 0 < len(fragment.data.encode("utf-8")) <= limit
+            fragment.data.encode("utf-8").decode("utf-8")
+        assert [f.index for f in fragments] == list(range(len(fragments)))
+
+
+def test_every_arrival_order_reassembles() -> None:
+    ref, fragments = _set(max_bytes=40)
+    assert 3 <= len(fragments) <= 6
+    for order in itertools.permutations(fragments):
+        result = assemble(ref, order)
+        assert result.status == COMPLETE
+        assert result.image == IMAGE
+
+
+def test_redelivered_fragments_are_counted_once() -> None:
+    # "A chunk_id is stable across retries": a redelivery is the same piece again.
+    ref, fragments = _set()
+    result = assemble(ref, fragments + fragments[:2])
+    assert result.status == COMPLETE
+    assert result.redelivered == 2
+
+
+def test_missing_fragments_leave_the_set_incomplete() -> None:
+    ref, fragments = _set()
+    result = assemble(ref, fragments[1:-1])
+    assert result.status == INCOMPLETE
+    assert result.missing == (0, len(fragments) - 1)
+
+
+def test_fragments_of_other_chunks_are_ignored() -> None:
+    ref, fragments = _set()
+    stranger = Fragment("chunk-2", 0, "{}")
+    assert assemble(ref, [stranger, *fragments]).status == COMPLETE
+
+
+def test_crc_mismatch_fails() -> None:
+    ref, fragments = _set()
+    wrong = ChunkRef(ref.chunk_id, ref.total_fragments, (ref.crc32c + 1) % 2**32)
+    result = assemble(wrong, fragments)
+    assert result.status == FAILED
+    assert result.reason == "crc_mismatch"
+
+
+def test_corrupted_fragment_fails_the_crc() -> None:
+    ref, fragments = _set()
+    fragments[1] = Fragment(ref.chunk_id, 1, fragments[1].data[::-1])
+    assert assemble(ref, fragments).reason == "crc_mismatch"
+
+
+def test_conflicting_redelivery_fails() -> None:
+    ref, fragments = _set()
+    result = assemble(ref, [*fragments, Fragment(ref.chunk_id, 0, "different")])
+    assert (result.status, result.reason) == (FAILED, "conflicting_fragments")
+
+
+def test_index_beyond_total_fails() -> None:
+    ref, fragments = _set()
+    result = assemble(ref, [*fragments, Fragment(ref.chunk_id, ref.total_fragments, "x")])
+    assert result.reason == "fragment_out_of_range"
+
+
+def test_valid_crc_over_non_json_fails_as_malformed_image() -> None:
+    text = '{"a": 1'
+    ref = ChunkRef("c", 1, checksum(text))
+    assert assemble(ref, [Fragment("c", 0, text)]).reason == "malformed_image"
+
+
+def test_split_rejects_impossible_limit() -> None:
+    with pytest.raises(ValueError, match="max_bytes"):
+        split("abc", "c", 3)

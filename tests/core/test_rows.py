@@ -1,0 +1,44 @@
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+
+from airflow_cdc.core.ddl import parse_tables
+from airflow_cdc.core.events import DELETE, UPSERT
+from airflow_cdc.core.exceptions import RecordFormatError
+from airflow_cdc.core.rows import decode_row
+
+(SPEC,) = parse_tables(
+    "CREATE TABLE order_items (order_id INT, item_id INT, quantity INT, price NUMERIC(10,2), "
+    "PRIMARY KEY (order_id, item_id))"
+)
+
+
+def test_upsert_decodes_the_full_after_image() -> None:
+    after = {"order_id": 1001, "item_id": 42, "quantity": 5, "price": "29.99", "new_col": 7}
+    row = decode_row(SPEC, UPSERT, None, after)
+    assert row.values == {"order_id": 1001, "item_id": 42, "quantity": 5, "price": Decimal("29.99")}
+    assert row.extra == {"new_col": "7"}
+    assert not row.is_delete
+
+
+def test_delete_is_keyed_by_before_and_nulls_the_rest() -> None:
+    row = decode_row(SPEC, DELETE, {"order_id": 1001, "item_id": 42}, None)
+    assert row.is_delete
+    assert row.values["quantity"] is None
+    assert (
+        row.key_text == decode_row(SPEC, UPSERT, None, {"order_id": 1001, "item_id": 42}).key_text
+    )
+
+
+def test_missing_key_column() -> None:
+    with pytest.raises(RecordFormatError) as info:
+        decode_row(SPEC, UPSERT, None, {"order_id": 1, "quantity": 2})
+    assert info.value.reason == "missing_key"
+
+
+def test_special_values_are_recorded() -> None:
+    row = decode_row(SPEC, UPSERT, None, {"order_id": 1, "item_id": 2, "price": "NaN"})
+    assert row.values["price"] is None
+    assert row.special == {"price": "NaN"}

@@ -1,0 +1,138 @@
+"""Value decoding, per the DSQL reference's "Data type serialization" tables."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+from airflow_cdc.core.ddl import ColumnSpec
+from airflow_cdc.core.exceptions import DecodeError
+from airflow_cdc.core.types import Decoded, decode, decode_undeclared, spark_type
+
+
+def col(pg_type: str, precision: int | None = None, scale: int | None = None) -> ColumnSpec:
+    return ColumnSpec("c", pg_type, precision, scale)
+
+
+@pytest.mark.parametrize(
+    ("pg_type", "value", "expected"),
+    [
+        # Examples from the reference's tables.
+        ("smallint", 42, 42),
+        ("integer", 1001, 1001),
+        ("bigint", 9223372036854775807, 9223372036854775807),
+        ("oid", 16384, 16384),
+        ("real", 3.14159, 3.14159),
+        ("double", 3.141592653589793, 3.141592653589793),
+        ("boolean", True, True),
+        ("text", "Hello, world!", "Hello, world!"),
+        ("text", "ABC", "ABC"),
+        ("bytea", "SGVsbG8gV29ybGQh", b"Hello World!"),
+        ("date", 19797, dt.date(2024, 3, 15)),
+        ("time", 52200123456, "14:30:00.123456"),
+        ("timetz", 52200123456, "14:30:00.123456+00:00"),
+        ("timestamp", 1710510600123456, dt.datetime(2024, 3, 15, 13, 50, 0, 123456)),
+        (
+            "timestamptz",
+            1710510600123456,
+            dt.datetime(2024, 3, 15, 13, 50, 0, 123456, tzinfo=dt.UTC),
+        ),
+        ("interval", 2802603000000, 2802603000000),
+        ("uuid", "550e8400-e29b-41d4-a716-446655440000", "550e8400-e29b-41d4-a716-446655440000"),
+        ("json", '{"key": "value"}', '{"key": "value"}'),
+        ("oidvector", [], []),
+    ],
+)
+def test_reference_examples(pg_type: str, value: Any, expected: Any) -> None:
+    assert decode(col(pg_type), value) == Decoded(expected)
+
+
+def test_numeric_is_a_string_kept_exact() -> None:
+    # "Aurora DSQL serializes numeric and decimal values as JSON strings to preserve exact
+    # precision."
+    assert decode(col("numeric", 12, 2), "123.45").value == Decimal("123.45")
+    assert decode(col("numeric"), "0.000000000000000001").value == Decimal("1E-18")
+
+
+@pytest.mark.parametrize("special", ["NaN", "Infinity", "-Infinity"])
+def test_numeric_specials_are_kept_as_markers(special: str) -> None:
+    assert decode(col("numeric", 10, 2), special) == Decoded(None, special)
+
+
+@pytest.mark.parametrize("pg_type", ["real", "double"])
+def test_float_specials(pg_type: str) -> None:
+    # "NaN and ±Infinity are serialized as the strings "NaN", "Infinity", "-Infinity"."
+    assert math.isnan(decode(col(pg_type), "NaN").value)
+    assert decode(col(pg_type), "Infinity").value == math.inf
+    assert decode(col(pg_type), "-Infinity").value == -math.inf
+
+
+@pytest.mark.parametrize("pg_type", ["timestamp", "timestamptz"])
+def test_timestamp_infinity_sentinels(pg_type: str) -> None:
+    # "±Infinity maps to sentinel values: 9223372036825200000 for +infinity and
+    # -9223372036832400000 for -infinity."
+    assert decode(col(pg_type), 9223372036825200000) == Decoded(None, "infinity")
+    assert decode(col(pg_type), -9223372036832400000) == Decoded(None, "-infinity")
+
+
+def test_date_infinity_sentinels_are_beyond_the_calendar() -> None:
+    # PostgreSQL's date infinities are int32 extremes of days from 2000-01-01, shifted to the
+    # Unix epoch (10,957 days).
+    assert decode(col("date"), 2**31 - 1 + 10957) == Decoded(None, "infinity")
+    assert decode(col("date"), -(2**31) + 10957) == Decoded(None, "-infinity")
+
+
+def test_interval_overflow_arrives_as_null() -> None:
+    # "If the result exceeds the 64-bit signed integer range [...] Aurora DSQL emits JSON null"
+    assert decode(col("interval"), None) == Decoded(None)
+
+
+@pytest.mark.parametrize(
+    ("pg_type", "value"),
+    [
+        ("integer", "12"),
+        ("integer", 2**31),
+        ("smallint", True),
+        ("numeric", "12.345"),
+        ("numeric", "abc"),
+        ("real", "nan"),
+        ("boolean", "true"),
+        ("bytea", "not base64!"),
+        ("date", 1.5),
+        ("time", 86_400_000_001),
+        ("uuid", "550e8400e29b41d4a716446655440000"),
+        ("json", "{broken"),
+        ("text", 5),
+        ("timestamp", 2**62),
+        ("oidvector", [1, "2"]),
+    ],
+)
+def test_values_that_do_not_fit_raise_decode_error(pg_type: str, value: Any) -> None:
+    with pytest.raises(DecodeError) as info:
+        decode(col(pg_type, 4, 2) if pg_type == "numeric" else col(pg_type), value)
+    assert info.value.reason == "decode_error"
+    assert info.value.column == "c"
+
+
+def test_numeric_precision_overflow() -> None:
+    with pytest.raises(DecodeError, match="does not fit"):
+        decode(col("numeric", 4, 2), "123.45")
+
+
+def test_spark_types() -> None:
+    assert spark_type(col("numeric", 12, 2)) == "DECIMAL(12,2)"
+    assert spark_type(col("numeric")) == "DECIMAL(38,18)"
+    assert spark_type(col("timestamptz")) == "TIMESTAMP"
+    assert spark_type(col("timestamp")) == "TIMESTAMP_NTZ"
+    assert spark_type(col("bytea")) == "BINARY"
+
+
+def test_undeclared_columns_are_text() -> None:
+    assert decode_undeclared("x") == "x"
+    assert decode_undeclared(5) == "5"
+    assert decode_undeclared({"b": 1, "a": [True]}) == '{"a":[true],"b":1}'
+    assert decode_undeclared(None) is None
