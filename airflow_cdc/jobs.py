@@ -1,0 +1,94 @@
+"""What it takes to submit a versioned Spark job: Delta's Spark conf, job files, versions and the
+library archive shipped to the cluster.
+
+Pure Python (no Airflow, no Spark), so that both the operators and the jobs' own session
+builder use one definition.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import os
+import zipfile
+from pathlib import Path
+
+import airflow_cdc
+
+# delta-spark 4.4.0 is built for Spark 4.2 (artifact suffix _4.2_2.13).
+DELTA_PACKAGE = "io.delta:delta-spark_4.2_2.13:4.4.0"
+JOBS = ("land_kinesis", "land_files", "reassemble", "resolve", "apply")
+_PACKAGE_ROOT = Path(airflow_cdc.__file__).resolve().parent
+_REPO_ROOT = _PACKAGE_ROOT.parent
+_SHIPPED = ("airflow_cdc/__init__.py", "airflow_cdc/jobs.py", "airflow_cdc/core", "spark_jobs")
+
+
+def cache_dir() -> Path:
+    """Where jars and the shipped library are cached (``$AIRFLOW_CDC_CACHE``)."""
+    configured = os.environ.get("AIRFLOW_CDC_CACHE")
+    return Path(configured) if configured else Path.home() / ".cache" / "airflow-cdc"
+
+
+def delta_spark_conf() -> dict[str, str]:
+    """Spark conf that enables Delta Lake, resolving its jars once into the cache's Ivy dir."""
+    return {
+        "spark.jars.packages": DELTA_PACKAGE,
+        "spark.jars.ivy": str(cache_dir() / "ivy"),
+        "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+        "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+        "spark.databricks.delta.optimizeMetadataQuery.enabled": "true",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.ui.enabled": "false",
+    }
+
+
+def job_file(job: str) -> Path:
+    """Path of a job's entry file, ``spark_jobs/<job>.py``."""
+    if job not in JOBS:
+        raise ValueError(f"job must be one of {JOBS}, got {job!r}")
+    return _REPO_ROOT / "spark_jobs" / f"{job}.py"
+
+
+def installed_job_version(job: str) -> str:
+    """The ``JOB_VERSION`` constant of a job file, read without importing it (no pyspark)."""
+    tree = ast.parse(job_file(job).read_text(encoding="utf-8"))
+    for node in tree.body:
+        if (
+            isinstance(node, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == "JOB_VERSION" for t in node.targets)
+            and isinstance(node.value, ast.Constant)
+        ):
+            return str(node.value.value)
+    raise ValueError(f"{job_file(job)} defines no JOB_VERSION")
+
+
+def library_archive() -> Path:
+    """A zip of the core and the jobs' shared modules, for ``--py-files``.
+
+    Named by content hash, so a cluster never runs a stale copy and an unchanged library is
+    built once.
+    """
+    files = sorted(
+        path
+        for entry in _SHIPPED
+        for path in (
+            [_REPO_ROOT / entry] if entry.endswith(".py") else (_REPO_ROOT / entry).rglob("*.py")
+        )
+    )
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(str(path.relative_to(_REPO_ROOT)).encode())
+        digest.update(path.read_bytes())
+    target = (
+        cache_dir()
+        / "pyfiles"
+        / f"airflow_cdc-{airflow_cdc.__version__}-{digest.hexdigest()[:12]}.zip"
+    )
+    if not target.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        partial = target.with_suffix(f".{os.getpid()}.tmp")
+        with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as archive:
+            for path in files:
+                archive.write(path, str(path.relative_to(_REPO_ROOT)))
+        partial.replace(target)
+    return target

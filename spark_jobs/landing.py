@@ -1,0 +1,268 @@
+"""Landing, shared by every source: checkpoints, waves of parallel reads, the atomic commit.
+
+A *shard* is any independently ordered unit of a source: a Kinesis shard, a Kafka partition,
+a dump file. Each landing run reads every eligible shard from its checkpoint, in Spark tasks,
+and appends the records together with one ``progress`` row per shard to the raw table in a
+single Delta commit. The progress rows *are* the checkpoints, so data and checkpoints commit
+atomically: a run that dies before its commit lands nothing, and the re-run lands exactly
+what is missing. The commit carries Delta's idempotent-write options (``txnAppId`` =
+``land:<source>``, ``txnVersion`` = the run's landing sequence), so two runs racing from the
+same checkpoint cannot both land the same records.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+from typing import Any
+
+from pyspark.sql import functions as F
+
+from airflow_cdc.core.resolved import ShardProgress, resolved_timestamp
+from spark_jobs.common import (
+    PROGRESS,
+    RAW_SCHEMA,
+    RECORD,
+    JobContext,
+    delete_path,
+    ensure_table,
+    fault_point,
+    log,
+    read_table,
+    write_text,
+)
+
+MAX_WAVES = 32
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """Where a shard's landing stands: last landed position, and whether it ended."""
+
+    shard_id: str
+    sequence_number: str | None
+    closed: bool
+    horizon_us: int | None
+
+
+@dataclass(frozen=True)
+class ShardTask:
+    """One shard to read in one Spark task, from after ``after_sequence`` (None: the start)."""
+
+    shard_id: str
+    after_sequence: str | None
+    parents: tuple[str, ...] = ()
+    reopen: bool = False
+
+
+# A reader turns a task into raw rows (records, then exactly one progress row last).
+ShardReader = Callable[[ShardTask], Iterator[tuple[Any, ...]]]
+
+
+def load_checkpoints(ctx: JobContext, source: str) -> tuple[dict[str, Checkpoint], int]:
+    """Per-shard checkpoints of ``source`` and the next landing sequence number."""
+    raw = read_table(ctx.spark, ctx.warehouse.raw, RAW_SCHEMA)
+    progress = raw.where((F.col("kind") == PROGRESS) & (F.col("source") == source))
+    rows = (
+        progress.groupBy("shard_id")
+        .agg(
+            F.max_by("sequence_number", "seq_key").alias("sequence_number"),
+            F.max("shard_closed").alias("closed"),
+            F.max("horizon_ts").alias("horizon_ts"),
+            F.max("land_seq").alias("land_seq"),
+        )
+        .collect()
+    )
+    checkpoints = {
+        r["shard_id"]: Checkpoint(
+            r["shard_id"], r["sequence_number"], bool(r["closed"]), _micros(r["horizon_ts"])
+        )
+        for r in rows
+    }
+    next_seq = max((r["land_seq"] for r in rows), default=0) + 1
+    return checkpoints, next_seq
+
+
+def land(
+    ctx: JobContext,
+    source: str,
+    tasks: list[ShardTask],
+    reader: ShardReader,
+    checkpoints: dict[str, Checkpoint],
+    land_seq: int,
+    lateness_us: int,
+) -> dict[str, Any]:
+    """Read ``tasks`` (parents before children), then commit records and progress at once."""
+    run = f"{ctx.run_id}:{uuid.uuid4().hex[:8]}"
+    staging = ctx.warehouse.staging(uuid.uuid4().hex)
+    finished = {s for s, c in checkpoints.items() if c.closed}
+    progress = dict(checkpoints)
+    waiting = [t for t in tasks if t.reopen or t.shard_id not in finished]
+    waves = 0
+    while waiting and waves < MAX_WAVES:
+        ready = [t for t in waiting if all(p in finished for p in t.parents)]
+        if not ready:
+            break
+        waves += 1
+        _read_wave(ctx, ready, reader, f"{staging}/wave={waves}", source, land_seq, run)
+        for row in _wave_progress(ctx, f"{staging}/wave={waves}"):
+            before = progress.get(row.shard_id)
+            if row.horizon_us is None and before is not None:
+                row = replace(row, horizon_us=before.horizon_us)
+            progress[row.shard_id] = row
+            if row.closed:
+                finished.add(row.shard_id)
+        done = {t.shard_id for t in ready}
+        waiting = [t for t in waiting if t.shard_id not in done]
+    resolved = resolved_timestamp(
+        [ShardProgress(c.shard_id, c.horizon_us, c.closed) for c in progress.values()],
+        lateness_us,
+    )
+    landed = 0
+    if waves:
+        staged = ctx.spark.read.schema(RAW_SCHEMA).parquet(f"{staging}/wave=*")
+        landed = staged.where(F.col("kind") == RECORD).count()
+        fault_point("land:before_commit")
+        ensure_table(ctx.spark, ctx.warehouse.raw, RAW_SCHEMA, ["batch_id"])
+        (
+            staged.write.format("delta")
+            .mode("append")
+            .option("txnAppId", f"land:{source}")
+            .option("txnVersion", land_seq)
+            .save(ctx.warehouse.raw)
+        )
+        fault_point("land:after_commit")
+        delete_path(ctx, staging)
+    state = {
+        "source": source,
+        "resolved_ts": _iso(resolved),
+        "batch_id": ctx.batch_id,
+        "land_seq": land_seq,
+        "run": run,
+        "shards": {
+            s: {
+                "sequence_number": c.sequence_number,
+                "closed": c.closed,
+                "horizon_ts": _iso(c.horizon_us),
+            }
+            for s, c in sorted(progress.items())
+        },
+    }
+    write_text(ctx, ctx.warehouse.resolved_file(source), json.dumps(state, indent=2))
+    return {
+        "job": ctx.job,
+        "source": source,
+        "batch_id": ctx.batch_id,
+        "landed": landed,
+        "shards_read": sum(1 for t in tasks if t.shard_id in progress),
+        "waves": waves,
+        "resolved_ts": _iso(resolved),
+        "land_seq": land_seq,
+        "shards_pending": sorted(t.shard_id for t in waiting),
+    }
+
+
+def _read_wave(
+    ctx: JobContext,
+    tasks: list[ShardTask],
+    reader: ShardReader,
+    path: str,
+    source: str,
+    land_seq: int,
+    run: str,
+) -> None:
+    batch_id = ctx.batch_id
+
+    def read(task: ShardTask) -> Iterator[tuple[Any, ...]]:
+        for row in reader(task):
+            # Reader rows stop before land_seq, batch_id and land_run.
+            yield (*row[:1], source, *row[1:], land_seq, batch_id, run)
+
+    rdd = ctx.spark.sparkContext.parallelize(tasks, len(tasks)).flatMap(read)
+    ctx.spark.createDataFrame(rdd, RAW_SCHEMA).write.mode("overwrite").parquet(path)
+    log.info("landed wave of %d shards into staging", len(tasks))
+
+
+def _wave_progress(ctx: JobContext, path: str) -> list[Checkpoint]:
+    rows = (
+        ctx.spark.read.schema(RAW_SCHEMA)
+        .parquet(path)
+        .where(F.col("kind") == PROGRESS)
+        .select("shard_id", "sequence_number", "shard_closed", "horizon_ts")
+        .collect()
+    )
+    return [
+        Checkpoint(
+            r["shard_id"], r["sequence_number"], bool(r["shard_closed"]), _micros(r["horizon_ts"])
+        )
+        for r in rows
+    ]
+
+
+def progress_row(
+    stream: str,
+    shard_id: str,
+    sequence_number: str | None,
+    seq_key: str | None,
+    closed: bool,
+    horizon: dt.datetime | None,
+) -> tuple[Any, ...]:
+    """The checkpoint row a reader yields last (record_id, stream ... horizon_ts)."""
+    return (
+        f"progress:{stream}/{shard_id}/{uuid.uuid4().hex}",
+        stream,
+        shard_id,
+        sequence_number,
+        seq_key,
+        None,
+        None,
+        None,
+        None,
+        PROGRESS,
+        closed,
+        horizon,
+    )
+
+
+def record_row(
+    record_id: str,
+    stream: str,
+    shard_id: str,
+    sequence_number: str,
+    seq_key: str,
+    partition_key: str | None,
+    arrival: dt.datetime | None,
+    data: bytes,
+    envelope_error: str | None = None,
+) -> tuple[Any, ...]:
+    return (
+        record_id,
+        stream,
+        shard_id,
+        sequence_number,
+        seq_key,
+        partition_key,
+        arrival,
+        bytearray(data),
+        envelope_error,
+        RECORD,
+        None,
+        None,
+    )
+
+
+def _micros(value: dt.datetime | None) -> int | None:
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=dt.UTC)
+    return int((value - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)) / dt.timedelta(microseconds=1))
+
+
+def _iso(micros: int | None) -> str | None:
+    if micros is None:
+        return None
+    return (dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(microseconds=micros)).isoformat()

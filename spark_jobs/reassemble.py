@@ -1,0 +1,468 @@
+"""Parse landed records and reassemble oversized images from their fragments.
+
+Per batch: every record landed in the batch is parsed; bad ones are quarantined, complete
+changes go to the ``changes`` table, fragments and chunked main records are buffered. Then all
+buffered sets are settled, whatever batch their pieces came in: a complete set whose CRC32C
+matches becomes a change; a CRC mismatch, a conflicting redelivery or a set still incomplete
+after ``--max-pending-age-seconds`` of stream time is quarantined with every raw payload;
+the rest stays pending for the next run.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
+
+from airflow_cdc.core.events import ChunkRef, Fragment
+from airflow_cdc.core.exceptions import RecordFormatError
+from airflow_cdc.core.formats import parser_for
+from airflow_cdc.core.reassembly import COMPLETE, FAILED, assemble
+from spark_jobs.common import (
+    DUPLICATE,
+    PENDING,
+    RAW_SCHEMA,
+    RECORD,
+    JobContext,
+    accounting,
+    base_parser,
+    ensure_table,
+    insert_new,
+    landed_records,
+    quarantine,
+    read_table,
+    record_status,
+    start,
+    write_stats,
+)
+
+JOB_NAME = "reassemble"
+JOB_VERSION = "1.0.0"
+
+_CHANGE_FIELDS = (
+    "schema STRING, table STRING, op STRING, sequence STRING, commit_ts TIMESTAMP,"
+    " before_json STRING, after_json STRING"
+)
+_CHUNK_FIELDS = (
+    "before_chunk_id STRING, before_total INT, before_crc BIGINT,"
+    " after_chunk_id STRING, after_total INT, after_crc BIGINT"
+)
+PARSED_SCHEMA = StructType.fromDDL(
+    "record_id STRING, batch_id STRING, arrival_ts TIMESTAMP, rtype STRING, reason STRING,"
+    " detail STRING, payload STRING, chunk_id STRING, frag_index INT, frag_data STRING, "
+    + _CHANGE_FIELDS
+    + ", "
+    + _CHUNK_FIELDS
+)
+FRAGMENTS_SCHEMA = StructType.fromDDL(
+    "record_id STRING, batch_id STRING, arrival_ts TIMESTAMP, chunk_id STRING,"
+    " frag_index INT, frag_data STRING, payload STRING, state STRING"
+)
+PENDING_SCHEMA = StructType.fromDDL(
+    "record_id STRING, batch_id STRING, arrival_ts TIMESTAMP, payload STRING, "
+    + _CHANGE_FIELDS
+    + ", "
+    + _CHUNK_FIELDS
+    + ", state STRING, closed_batch STRING"
+)
+CHANGES_SCHEMA = StructType.fromDDL(
+    "record_id STRING, batch_id STRING, members ARRAY<STRING>, " + _CHANGE_FIELDS
+)
+SETTLED_SCHEMA = StructType.fromDDL(
+    "record_id STRING, outcome STRING, reason STRING, detail STRING, before_json STRING,"
+    " after_json STRING, used ARRAY<STRING>, redelivered ARRAY<STRING>, members ARRAY<STRING>"
+)
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+
+def parse_partition(fmt: str) -> Any:
+    """A function from raw rows to ``PARSED_SCHEMA`` tuples, for ``mapPartitions``."""
+    parse = parser_for(fmt)
+
+    def run(rows: Iterator[Any]) -> Iterator[tuple[Any, ...]]:
+        for row in rows:
+            head = (row["record_id"], row["batch_id"], row["arrival_ts"])
+            raw = bytes(row["data"] or b"")
+            text = raw.decode("utf-8", errors="replace")
+            try:
+                if row["envelope_error"]:
+                    raise RecordFormatError("bad_envelope", row["envelope_error"])
+                try:
+                    strict = raw.decode("utf-8")
+                except UnicodeDecodeError as err:
+                    raise RecordFormatError("invalid_utf8", str(err)) from err
+                yield (*head, *_parsed(parse(strict), text))
+            except RecordFormatError as err:
+                yield (*head, "error", err.reason, str(err), text, *([None] * 16))
+
+    return run
+
+
+def _parsed(record: Any, text: str) -> tuple[Any, ...]:
+    if isinstance(record, Fragment):
+        return (
+            "fragment",
+            None,
+            None,
+            text,
+            record.chunk_id,
+            record.index,
+            record.data,
+            *([None] * 13),
+        )
+    refs = [record.chunked.get(name) for name in ("before", "after")]
+    chunk_cols: list[Any] = []
+    for ref in refs:
+        chunk_cols += [ref.chunk_id, ref.total_fragments, ref.crc32c] if ref else [None] * 3
+    return (
+        "chunked" if record.chunked else "change",
+        None,
+        None,
+        text,
+        None,
+        None,
+        None,
+        record.table.schema,
+        record.table.name,
+        record.op,
+        record.sequence,
+        _EPOCH + dt.timedelta(microseconds=record.commit_ts_us),
+        _dump(record.before),
+        _dump(record.after),
+        *chunk_cols,
+    )
+
+
+def _dump(image: dict[str, Any] | None) -> str | None:
+    return None if image is None else json.dumps(image, ensure_ascii=False)
+
+
+def settle_partition(max_age: dt.timedelta, now: dt.datetime | None) -> Any:
+    """A function from buffered main records (with their fragments) to ``SETTLED_SCHEMA``."""
+
+    def run(rows: Iterator[Any]) -> Iterator[tuple[Any, ...]]:
+        for row in rows:
+            yield settle(row, max_age, now)
+
+    return run
+
+
+def settle(row: Any, max_age: dt.timedelta, now: dt.datetime | None) -> tuple[Any, ...]:
+    fragments = [
+        (f["record_id"], Fragment(f["chunk_id"], f["frag_index"], f["frag_data"]))
+        for f in (row["fragments"] or [])
+    ]
+    members = [row["record_id"], *(rid for rid, _ in fragments)]
+    images: dict[str, str | None] = {"before": row["before_json"], "after": row["after_json"]}
+    used: list[str] = []
+    redelivered: list[str] = []
+    missing: list[str] = []
+    for name in ("before", "after"):
+        if row[f"{name}_chunk_id"] is None:
+            continue
+        ref = ChunkRef(row[f"{name}_chunk_id"], row[f"{name}_total"], row[f"{name}_crc"])
+        mine = [(rid, f) for rid, f in fragments if f.chunk_id == ref.chunk_id]
+        result = assemble(ref, [f for _, f in mine])
+        if result.status == FAILED:
+            return (
+                row["record_id"],
+                "failed",
+                result.reason,
+                f"{name}: {result.detail}",
+                None,
+                None,
+                [],
+                [],
+                members,
+            )
+        if result.status != COMPLETE:
+            missing.append(f"{name} lacks fragments {list(result.missing)}")
+            continue
+        images[name] = json.dumps(result.image, ensure_ascii=False)
+        first: dict[int, str] = {}
+        for rid, fragment in sorted(mine):
+            if fragment.index in first:
+                redelivered.append(rid)
+            else:
+                first[fragment.index] = rid
+        used.extend(first.values())
+    if missing:
+        arrival = row["arrival_ts"]
+        if now is not None and arrival is not None and now - arrival > max_age:
+            return (
+                row["record_id"],
+                "failed",
+                "incomplete_fragment_set",
+                f"{'; '.join(missing)} after {max_age}",
+                None,
+                None,
+                [],
+                [],
+                members,
+            )
+        return (row["record_id"], "waiting", None, "; ".join(missing), None, None, [], [], members)
+    return (
+        row["record_id"],
+        "complete",
+        None,
+        None,
+        images["before"],
+        images["after"],
+        used,
+        redelivered,
+        members,
+    )
+
+
+def parse_batch(ctx: JobContext, fmt: str) -> DataFrame:
+    records = landed_records(ctx).select(
+        "record_id", "batch_id", "arrival_ts", "data", "envelope_error"
+    )
+    parsed = records.rdd.mapPartitions(parse_partition(fmt))
+    return ctx.spark.createDataFrame(parsed, PARSED_SCHEMA)
+
+
+def buffer_batch(ctx: JobContext, parsed: DataFrame) -> None:
+    """Quarantine bad records, emit complete changes, buffer fragments and chunked mains."""
+    wh = ctx.warehouse
+    errors = parsed.where(F.col("rtype") == "error")
+    quarantine(ctx, errors.select("record_id", "batch_id", "reason", "detail", "payload"))
+    fragments = parsed.where(F.col("rtype") == "fragment").select(
+        *(f.name for f in FRAGMENTS_SCHEMA.fields if f.name != "state"),
+        F.lit("open").alias("state"),
+    )
+    insert_new(ctx.spark, wh.fragments, fragments, "record_id")
+    mains = parsed.where(F.col("rtype") == "chunked").select(
+        *(f.name for f in PENDING_SCHEMA.fields if f.name not in ("state", "closed_batch")),
+        F.lit("open").alias("state"),
+        F.lit(None).cast("string").alias("closed_batch"),
+    )
+    insert_new(ctx.spark, wh.pending, mains, "record_id")
+    changes = parsed.where(F.col("rtype") == "change").select(
+        "record_id",
+        F.lit(ctx.batch_id).alias("batch_id"),
+        F.array("record_id").alias("members"),
+        *(f.name for f in CHANGES_SCHEMA.fields[3:]),
+    )
+    insert_new(ctx.spark, wh.changes, changes, "record_id")
+
+
+def settle_buffers(ctx: JobContext, max_age: dt.timedelta) -> dict[str, int]:
+    """Settle every buffered chunked record against the fragments that have arrived."""
+    spark, wh = ctx.spark, ctx.warehouse
+    pending = read_table(spark, wh.pending, PENDING_SCHEMA)
+    fragments = read_table(spark, wh.fragments, FRAGMENTS_SCHEMA)
+    now = _stream_time(ctx)
+    same_chunks = Window.partitionBy(
+        F.coalesce("before_chunk_id", F.lit("")), F.coalesce("after_chunk_id", F.lit(""))
+    ).orderBy(F.when(F.col("state") == "open", 1).otherwise(0), "record_id")
+    ranked = pending.withColumn("rank", F.row_number().over(same_chunks)).cache()
+    duplicates = ranked.where((F.col("rank") > 1) & (F.col("state") == "open"))
+    _mark_duplicate_mains(ctx, duplicates)
+    candidates = ranked.where((F.col("rank") == 1) & (F.col("state") == "open")).drop("rank")
+    refs = candidates.select(
+        "record_id",
+        F.explode(F.array_compact(F.array("before_chunk_id", "after_chunk_id"))).alias("chunk_id"),
+    )
+    open_fragments = fragments.where(F.col("state") == "open")
+    attached = refs.join(
+        open_fragments.select(
+            "chunk_id",
+            F.struct("record_id", "chunk_id", "frag_index", "frag_data").alias("fragment"),
+        ),
+        "chunk_id",
+    )
+    grouped = attached.groupBy(F.col("record_id")).agg(
+        F.collect_list("fragment").alias("fragments")
+    )
+    buffered = candidates.join(grouped, "record_id", "left")
+    settled = spark.createDataFrame(
+        buffered.rdd.mapPartitions(settle_partition(max_age, now)), SETTLED_SCHEMA
+    ).cache()
+    counts = {
+        r["outcome"]: r["n"]
+        for r in settled.groupBy("outcome").agg(F.count(F.lit(1)).alias("n")).collect()
+    }
+    _emit_complete(ctx, candidates, settled)
+    _quarantine_failed(ctx, pending, fragments, settled)
+    _mark_waiting(ctx, settled)
+    _settle_strays(ctx, now, max_age)
+    settled.unpersist()
+    ranked.unpersist()
+    return {f"sets_{k}": int(v) for k, v in counts.items()}
+
+
+def _stream_time(ctx: JobContext) -> dt.datetime | None:
+    """The newest arrival time landed so far: the clock that ages incomplete sets."""
+    raw = read_table(ctx.spark, ctx.warehouse.raw, RAW_SCHEMA)
+    value = raw.where(F.col("kind") == RECORD).agg(F.max("arrival_ts")).first()
+    newest = value[0] if value else None
+    if newest is not None and newest.tzinfo is None:
+        newest = newest.replace(tzinfo=dt.UTC)
+    return newest
+
+
+def _mark_duplicate_mains(ctx: JobContext, duplicates: DataFrame) -> None:
+    record_status(
+        ctx,
+        duplicates.select(
+            "record_id",
+            F.lit(DUPLICATE).alias("status"),
+            F.lit("redelivered chunked record").alias("reason"),
+        ),
+    )
+    _set_state(ctx, ctx.warehouse.pending, duplicates.select("record_id"), "duplicate")
+
+
+def _emit_complete(ctx: JobContext, candidates: DataFrame, settled: DataFrame) -> None:
+    complete = settled.where(F.col("outcome") == "complete")
+    changes = (
+        candidates.drop("before_json", "after_json")
+        .join(complete.select("record_id", "before_json", "after_json", "used"), "record_id")
+        .select(
+            "record_id",
+            F.lit(ctx.batch_id).alias("batch_id"),
+            F.concat(F.array("record_id"), F.col("used")).alias("members"),
+            *(f.name for f in CHANGES_SCHEMA.fields[3:]),
+        )
+    )
+    insert_new(ctx.spark, ctx.warehouse.changes, changes, "record_id")
+    _set_state(ctx, ctx.warehouse.pending, complete.select("record_id"), "complete")
+    _set_state(
+        ctx, ctx.warehouse.fragments, complete.select(F.explode("used").alias("record_id")), "used"
+    )
+    redelivered = complete.select(F.explode("redelivered").alias("record_id"))
+    _set_state(ctx, ctx.warehouse.fragments, redelivered, "redelivered")
+    record_status(
+        ctx,
+        redelivered.select(
+            "record_id",
+            F.lit(DUPLICATE).alias("status"),
+            F.lit("redelivered fragment").alias("reason"),
+        ),
+    )
+
+
+def _quarantine_failed(
+    ctx: JobContext, pending: DataFrame, fragments: DataFrame, settled: DataFrame
+) -> None:
+    failed = settled.where(F.col("outcome") == "failed").select(
+        F.explode("members").alias("record_id"), "reason", "detail"
+    )
+    payloads = pending.select("record_id", "batch_id", "payload").unionByName(
+        fragments.select("record_id", "batch_id", "payload")
+    )
+    quarantine(ctx, failed.join(payloads, "record_id"))
+    _set_state(ctx, ctx.warehouse.pending, failed.select("record_id"), "failed")
+    _set_state(ctx, ctx.warehouse.fragments, failed.select("record_id"), "failed")
+
+
+def _mark_waiting(ctx: JobContext, settled: DataFrame) -> None:
+    waiting = settled.where(F.col("outcome") == "waiting").select(
+        F.explode("members").alias("record_id"), F.col("detail").alias("reason")
+    )
+    record_status(ctx, waiting.withColumn("status", F.lit(PENDING)))
+
+
+def _settle_strays(ctx: JobContext, now: dt.datetime | None, max_age: dt.timedelta) -> None:
+    """Open fragments that no open main record claims."""
+    spark, wh = ctx.spark, ctx.warehouse
+    pending = read_table(spark, wh.pending, PENDING_SCHEMA)
+    chunk_states = (
+        pending.select(
+            F.explode(F.array_compact(F.array("before_chunk_id", "after_chunk_id"))).alias(
+                "chunk_id"
+            ),
+            "state",
+        )
+        .groupBy("chunk_id")
+        .agg(F.collect_set("state").alias("states"))
+    )
+    strays = (
+        read_table(spark, wh.fragments, FRAGMENTS_SCHEMA)
+        .where(F.col("state") == "open")
+        .join(chunk_states, "chunk_id", "left")
+        .where(~F.coalesce(F.array_contains("states", "open"), F.lit(False)))
+        .cache()
+    )
+    after_complete = strays.where(F.array_contains("states", "complete"))
+    record_status(
+        ctx,
+        after_complete.select(
+            "record_id",
+            F.lit(DUPLICATE).alias("status"),
+            F.lit("fragment redelivered after its set was reassembled").alias("reason"),
+        ),
+    )
+    _set_state(ctx, wh.fragments, after_complete.select("record_id"), "redelivered")
+    expired = F.lit(False) if now is None else (F.col("arrival_ts") < F.lit(now - max_age))
+    doomed = strays.where(
+        F.array_contains("states", "failed") | (F.col("states").isNull() & expired)
+    ).select(
+        "record_id",
+        "batch_id",
+        "payload",
+        F.when(F.col("states").isNull(), F.lit("orphan_fragment"))
+        .otherwise(F.lit("fragment_of_failed_set"))
+        .alias("reason"),
+        F.concat(F.lit("chunk_id "), F.col("chunk_id")).alias("detail"),
+    )
+    quarantine(ctx, doomed)
+    _set_state(ctx, wh.fragments, doomed.select("record_id"), "failed")
+    waiting = strays.where(F.col("states").isNull() & ~expired).select(
+        "record_id",
+        F.lit(PENDING).alias("status"),
+        F.lit("no chunked record has claimed this fragment yet").alias("reason"),
+    )
+    record_status(ctx, waiting)
+    strays.unpersist()
+
+
+def _set_state(ctx: JobContext, path: str, ids: DataFrame, state: str) -> None:
+    table = ensure_table(
+        ctx.spark, path, FRAGMENTS_SCHEMA if path == ctx.warehouse.fragments else PENDING_SCHEMA
+    )
+    update: dict[str, Any] = {"state": F.lit(state)}
+    if path == ctx.warehouse.pending:
+        update["closed_batch"] = F.lit(ctx.batch_id)
+    (
+        table.alias("t")
+        .merge(ids.distinct().alias("s"), "t.record_id = s.record_id")
+        .whenMatchedUpdate(set=update)
+        .execute()
+    )
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = base_parser(__doc__)
+    parser.add_argument("--format", default="dsql")
+    parser.add_argument(
+        "--max-pending-age-seconds",
+        type=float,
+        default=3600.0,
+        help="stream time after which an incomplete fragment set is quarantined",
+    )
+    args = parser.parse_args(argv)
+    ctx = start(JOB_NAME, JOB_VERSION, args)
+    parsed = parse_batch(ctx, args.format).cache()
+    counts = {
+        r["rtype"]: r["n"]
+        for r in parsed.groupBy("rtype").agg(F.count(F.lit(1)).alias("n")).collect()
+    }
+    buffer_batch(ctx, parsed)
+    parsed.unpersist()
+    stats: dict[str, Any] = {"job": JOB_NAME, "batch_id": ctx.batch_id}
+    stats.update({f"parsed_{k}": int(v) for k, v in counts.items()})
+    stats.update(settle_buffers(ctx, dt.timedelta(seconds=args.max_pending_age_seconds)))
+    stats["accounting"] = accounting(ctx)
+    write_stats(args.stats_file, stats)
+    return stats
+
+
+if __name__ == "__main__":
+    main()

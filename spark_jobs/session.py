@@ -1,0 +1,55 @@
+"""The Spark session every job (and the test suite) runs on, with Delta Lake enabled."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from pyspark.sql import SparkSession
+
+from airflow_cdc.jobs import delta_spark_conf
+
+COMMIT_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
+
+
+def get_session(app_name: str = "airflow-cdc", master: str | None = None) -> SparkSession:
+    """The active session, or a new one with Delta configured.
+
+    Under ``spark-submit`` the submitted conf wins; locally, ``master`` defaults to
+    ``local[*]``.
+    """
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    builder = SparkSession.builder.appName(app_name)
+    if master:
+        builder = builder.master(master)
+    for key, value in delta_spark_conf().items():
+        builder = builder.config(key, value)
+    builder = builder.config("spark.sql.shuffle.partitions", "8")
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("WARN")
+    return session
+
+
+def set_commit_metadata(spark: SparkSession, **fields: str) -> None:
+    """Record ``fields`` (job, job version, Airflow run id...) in every following Delta commit."""
+    spark.conf.set(COMMIT_METADATA_CONF, json.dumps(fields, sort_keys=True))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument(
+        "--resolve-jars",
+        action="store_true",
+        help="start a session once so that Delta's jars are fetched and cached",
+    )
+    args = parser.parse_args()
+    if args.resolve_jars:
+        spark = get_session("airflow-cdc-setup", master="local[1]")
+        print("Delta jars cached; Spark", spark.version)
+        spark.stop()
+
+
+if __name__ == "__main__":
+    main()
