@@ -39,6 +39,7 @@ def delta_spark_conf() -> dict[str, str]:
         "spark.databricks.delta.optimizeMetadataQuery.enabled": "true",
         "spark.sql.session.timeZone": "UTC",
         "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
     }
 
 

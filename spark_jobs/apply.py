@@ -34,11 +34,13 @@ from spark_jobs.common import (
     log,
     read_text,
     record_status,
+    snapshot,
     start,
     table_exists,
     write_stats,
 )
 from spark_jobs.resolve import staged_schema
+from spark_jobs.schemas import struct
 
 JOB_NAME = "apply"
 JOB_VERSION = "1.0.0"
@@ -52,7 +54,7 @@ TARGET_META_DDL = (
 def target_schema(spec: TableSpec) -> StructType:
     declared = staged_schema(spec)
     columns = [f for f in declared.fields if not f.name.startswith("_cdc_")]
-    return StructType([*columns, *StructType.fromDDL(TARGET_META_DDL).fields])
+    return StructType([*columns, *struct(TARGET_META_DDL).fields])
 
 
 def classify(staged: DataFrame, target: DataFrame, keys: list[str]) -> DataFrame:
@@ -169,17 +171,14 @@ def apply_table(
     if not table_exists(ctx.spark, staged_path):
         return {"staged": 0}
     staged = (
-        ctx.spark.read.format("delta")
-        .load(staged_path)
-        .where(F.col("_cdc_batch") == ctx.batch_id)
-        .cache()
-    )
+        ctx.spark.read.format("delta").load(staged_path).where(F.col("_cdc_batch") == ctx.batch_id)
+    ).transform(snapshot)
     path = ctx.warehouse.target(spec.table)
     ensure_table(ctx.spark, path, target_schema(spec))
     extras = evolve(ctx, path, staged)
     statuses = classify(
         staged, ctx.spark.read.format("delta").load(path), list(spec.primary_key)
-    ).cache()
+    ).transform(snapshot)
     counts = {
         r["status"]: r["n"]
         for r in statuses.groupBy("status").agg(F.count(F.lit(1)).alias("n")).collect()
@@ -189,8 +188,6 @@ def apply_table(
     fault_point("apply:after_merge")
     record_status(ctx, statuses)
     purged = purge_tombstones(ctx, path, resolved, retention)
-    staged.unpersist()
-    statuses.unpersist()
     return {
         "staged": sum(counts.values()),
         **{k: int(v) for k, v in counts.items()},

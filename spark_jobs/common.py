@@ -18,6 +18,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from airflow_cdc.core.events import TableRef
+from spark_jobs.schemas import struct
 from spark_jobs.session import get_session, set_commit_metadata
 
 log = logging.getLogger("airflow_cdc.jobs")
@@ -30,16 +31,16 @@ PENDING = "pending"
 QUARANTINED = "quarantined"
 STATUSES = (APPLIED, SUPERSEDED, DUPLICATE, PENDING, QUARANTINED)
 
-RAW_SCHEMA = StructType.fromDDL(
+RAW_SCHEMA = struct(
     "record_id STRING, source STRING, stream STRING, shard_id STRING, sequence_number STRING,"
     " seq_key STRING, partition_key STRING, arrival_ts TIMESTAMP, data BINARY,"
     " envelope_error STRING, kind STRING, shard_closed BOOLEAN, horizon_ts TIMESTAMP,"
     " land_seq BIGINT, batch_id STRING, land_run STRING"
 )
-LEDGER_SCHEMA = StructType.fromDDL(
+LEDGER_SCHEMA = struct(
     "record_id STRING, status STRING, reason STRING, stage STRING, run_id STRING"
 )
-QUARANTINE_SCHEMA = StructType.fromDDL(
+QUARANTINE_SCHEMA = struct(
     "record_id STRING, batch_id STRING, stage STRING, reason STRING, detail STRING,"
     " payload STRING, run_id STRING"
 )
@@ -176,6 +177,8 @@ def insert_new(
     spark: SparkSession, path: str, rows: DataFrame, key: str, partition_by: Iterable[str] = ()
 ) -> None:
     """Insert the rows whose ``key`` is not in the table yet (idempotent under re-runs)."""
+    if rows.isEmpty():
+        return
     table = ensure_table(spark, path, rows.schema, partition_by)
     (
         table.alias("t")
@@ -198,6 +201,8 @@ def record_status(ctx: JobContext, rows: DataFrame) -> None:
         F.lit(ctx.job).alias("stage"),
         F.lit(ctx.run_id).alias("run_id"),
     ).dropDuplicates(["record_id"])
+    if entries.isEmpty():
+        return
     table = ensure_table(ctx.spark, ctx.warehouse.ledger, LEDGER_SCHEMA)
     (
         table.alias("t")
@@ -294,3 +299,12 @@ def read_text(ctx: JobContext, path: str) -> str | None:
 def delete_path(ctx: JobContext, path: str) -> None:
     target, fs = _hadoop_path(ctx, path)
     fs.delete(target, True)
+
+
+def snapshot(frame: DataFrame) -> DataFrame:
+    """Materialize ``frame`` now.
+
+    Frames are lazy: one that reads a table this job later MERGEs into would, if evaluated
+    after the MERGE, see the new state. Every frame used across a write is snapshotted first.
+    """
+    return frame.localCheckpoint(eager=True)

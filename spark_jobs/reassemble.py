@@ -15,9 +15,8 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructType
 
 from airflow_cdc.core.events import ChunkRef, Fragment
 from airflow_cdc.core.exceptions import RecordFormatError
@@ -37,9 +36,11 @@ from spark_jobs.common import (
     quarantine,
     read_table,
     record_status,
+    snapshot,
     start,
     write_stats,
 )
+from spark_jobs.schemas import struct
 
 JOB_NAME = "reassemble"
 JOB_VERSION = "1.0.0"
@@ -52,28 +53,28 @@ _CHUNK_FIELDS = (
     "before_chunk_id STRING, before_total INT, before_crc BIGINT,"
     " after_chunk_id STRING, after_total INT, after_crc BIGINT"
 )
-PARSED_SCHEMA = StructType.fromDDL(
+PARSED_SCHEMA = struct(
     "record_id STRING, batch_id STRING, arrival_ts TIMESTAMP, rtype STRING, reason STRING,"
     " detail STRING, payload STRING, chunk_id STRING, frag_index INT, frag_data STRING, "
     + _CHANGE_FIELDS
     + ", "
     + _CHUNK_FIELDS
 )
-FRAGMENTS_SCHEMA = StructType.fromDDL(
+FRAGMENTS_SCHEMA = struct(
     "record_id STRING, batch_id STRING, arrival_ts TIMESTAMP, chunk_id STRING,"
     " frag_index INT, frag_data STRING, payload STRING, state STRING"
 )
-PENDING_SCHEMA = StructType.fromDDL(
+PENDING_SCHEMA = struct(
     "record_id STRING, batch_id STRING, arrival_ts TIMESTAMP, payload STRING, "
     + _CHANGE_FIELDS
     + ", "
     + _CHUNK_FIELDS
     + ", state STRING, closed_batch STRING"
 )
-CHANGES_SCHEMA = StructType.fromDDL(
+CHANGES_SCHEMA = struct(
     "record_id STRING, batch_id STRING, members ARRAY<STRING>, " + _CHANGE_FIELDS
 )
-SETTLED_SCHEMA = StructType.fromDDL(
+SETTLED_SCHEMA = struct(
     "record_id STRING, outcome STRING, reason STRING, detail STRING, before_json STRING,"
     " after_json STRING, used ARRAY<STRING>, redelivered ARRAY<STRING>, members ARRAY<STRING>"
 )
@@ -142,17 +143,18 @@ def _dump(image: dict[str, Any] | None) -> str | None:
     return None if image is None else json.dumps(image, ensure_ascii=False)
 
 
-def settle_partition(max_age: dt.timedelta, now: dt.datetime | None) -> Any:
+def settle_partition(max_age: dt.timedelta) -> Any:
     """A function from buffered main records (with their fragments) to ``SETTLED_SCHEMA``."""
 
     def run(rows: Iterator[Any]) -> Iterator[tuple[Any, ...]]:
         for row in rows:
-            yield settle(row, max_age, now)
+            yield settle(row, max_age)
 
     return run
 
 
-def settle(row: Any, max_age: dt.timedelta, now: dt.datetime | None) -> tuple[Any, ...]:
+def settle(row: Any, max_age: dt.timedelta) -> tuple[Any, ...]:
+    """Reassemble one buffered main record's images; ``row.expired`` says it waited too long."""
     fragments = [
         (f["record_id"], Fragment(f["chunk_id"], f["frag_index"], f["frag_data"]))
         for f in (row["fragments"] or [])
@@ -192,13 +194,12 @@ def settle(row: Any, max_age: dt.timedelta, now: dt.datetime | None) -> tuple[An
                 first[fragment.index] = rid
         used.extend(first.values())
     if missing:
-        arrival = row["arrival_ts"]
-        if now is not None and arrival is not None and now - arrival > max_age:
+        if row["expired"]:
             return (
                 row["record_id"],
                 "failed",
                 "incomplete_fragment_set",
-                f"{'; '.join(missing)} after {max_age}",
+                f"{'; '.join(missing)}, still after {max_age}",
                 None,
                 None,
                 [],
@@ -261,7 +262,7 @@ def settle_buffers(ctx: JobContext, max_age: dt.timedelta) -> dict[str, int]:
     same_chunks = Window.partitionBy(
         F.coalesce("before_chunk_id", F.lit("")), F.coalesce("after_chunk_id", F.lit(""))
     ).orderBy(F.when(F.col("state") == "open", 1).otherwise(0), "record_id")
-    ranked = pending.withColumn("rank", F.row_number().over(same_chunks)).cache()
+    ranked = pending.withColumn("rank", F.row_number().over(same_chunks)).transform(snapshot)
     duplicates = ranked.where((F.col("rank") > 1) & (F.col("state") == "open"))
     _mark_duplicate_mains(ctx, duplicates)
     candidates = ranked.where((F.col("rank") == 1) & (F.col("state") == "open")).drop("rank")
@@ -280,10 +281,12 @@ def settle_buffers(ctx: JobContext, max_age: dt.timedelta) -> dict[str, int]:
     grouped = attached.groupBy(F.col("record_id")).agg(
         F.collect_list("fragment").alias("fragments")
     )
-    buffered = candidates.join(grouped, "record_id", "left")
+    buffered = candidates.join(grouped, "record_id", "left").withColumn(
+        "expired", _older_than(now, max_age)
+    )
     settled = spark.createDataFrame(
-        buffered.rdd.mapPartitions(settle_partition(max_age, now)), SETTLED_SCHEMA
-    ).cache()
+        buffered.rdd.mapPartitions(settle_partition(max_age)), SETTLED_SCHEMA
+    ).transform(snapshot)
     counts = {
         r["outcome"]: r["n"]
         for r in settled.groupBy("outcome").agg(F.count(F.lit(1)).alias("n")).collect()
@@ -292,8 +295,6 @@ def settle_buffers(ctx: JobContext, max_age: dt.timedelta) -> dict[str, int]:
     _quarantine_failed(ctx, pending, fragments, settled)
     _mark_waiting(ctx, settled)
     _settle_strays(ctx, now, max_age)
-    settled.unpersist()
-    ranked.unpersist()
     return {f"sets_{k}": int(v) for k, v in counts.items()}
 
 
@@ -305,6 +306,12 @@ def _stream_time(ctx: JobContext) -> dt.datetime | None:
     if newest is not None and newest.tzinfo is None:
         newest = newest.replace(tzinfo=dt.UTC)
     return newest
+
+
+def _older_than(now: dt.datetime | None, max_age: dt.timedelta) -> Column:
+    if now is None:
+        return F.lit(False)
+    return F.coalesce(F.col("arrival_ts") < F.lit(now - max_age), F.lit(False))
 
 
 def _mark_duplicate_mains(ctx: JobContext, duplicates: DataFrame) -> None:
@@ -388,8 +395,7 @@ def _settle_strays(ctx: JobContext, now: dt.datetime | None, max_age: dt.timedel
         .where(F.col("state") == "open")
         .join(chunk_states, "chunk_id", "left")
         .where(~F.coalesce(F.array_contains("states", "open"), F.lit(False)))
-        .cache()
-    )
+    ).transform(snapshot)
     after_complete = strays.where(F.array_contains("states", "complete"))
     record_status(
         ctx,
@@ -420,13 +426,14 @@ def _settle_strays(ctx: JobContext, now: dt.datetime | None, max_age: dt.timedel
         F.lit("no chunked record has claimed this fragment yet").alias("reason"),
     )
     record_status(ctx, waiting)
-    strays.unpersist()
 
 
 def _set_state(ctx: JobContext, path: str, ids: DataFrame, state: str) -> None:
     table = ensure_table(
         ctx.spark, path, FRAGMENTS_SCHEMA if path == ctx.warehouse.fragments else PENDING_SCHEMA
     )
+    if ids.isEmpty():
+        return
     update: dict[str, Any] = {"state": F.lit(state)}
     if path == ctx.warehouse.pending:
         update["closed_batch"] = F.lit(ctx.batch_id)
@@ -449,13 +456,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     args = parser.parse_args(argv)
     ctx = start(JOB_NAME, JOB_VERSION, args)
-    parsed = parse_batch(ctx, args.format).cache()
+    parsed = parse_batch(ctx, args.format).transform(snapshot)
     counts = {
         r["rtype"]: r["n"]
         for r in parsed.groupBy("rtype").agg(F.count(F.lit(1)).alias("n")).collect()
     }
     buffer_batch(ctx, parsed)
-    parsed.unpersist()
     stats: dict[str, Any] = {"job": JOB_NAME, "batch_id": ctx.batch_id}
     stats.update({f"parsed_{k}": int(v) for k, v in counts.items()})
     stats.update(settle_buffers(ctx, dt.timedelta(seconds=args.max_pending_age_seconds)))

@@ -29,11 +29,13 @@ from spark_jobs.common import (
     quarantine,
     read_table,
     record_status,
+    snapshot,
     start,
     with_payloads,
     write_stats,
 )
 from spark_jobs.reassemble import CHANGES_SCHEMA
+from spark_jobs.schemas import struct
 
 JOB_NAME = "resolve"
 JOB_VERSION = "1.0.0"
@@ -49,7 +51,7 @@ META_DDL = (
 def staged_schema(spec: TableSpec) -> StructType:
     """Declared columns with their Spark types, then the change's metadata."""
     columns = ", ".join(f"`{c.name}` {spark_type(c)}" for c in spec.columns)
-    return StructType.fromDDL(f"{columns}, {META_DDL}")
+    return struct(f"{columns}, {META_DDL}")
 
 
 def decode_partition(spec: TableSpec, batch_id: str) -> Any:
@@ -95,7 +97,7 @@ def decode_table(ctx: JobContext, spec: TableSpec, changes: DataFrame) -> DataFr
     extended = StructType(
         [
             *schema.fields,
-            *StructType.fromDDL(
+            *struct(
                 "_err_record STRING, _err_members ARRAY<STRING>, _err_reason STRING,"
                 " _err_detail STRING"
             ).fields,
@@ -146,13 +148,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     specs = parse_tables(args.ddl, args.default_schema)
     ctx = start(JOB_NAME, JOB_VERSION, args)
     changes = (
-        read_table(ctx.spark, ctx.warehouse.changes, CHANGES_SCHEMA)
-        .where(F.col("batch_id") == ctx.batch_id)
-        .cache()
-    )
+        read_table(ctx.spark, ctx.warehouse.changes, CHANGES_SCHEMA).where(
+            F.col("batch_id") == ctx.batch_id
+        )
+    ).transform(snapshot)
     stats: dict[str, Any] = {"job": JOB_NAME, "batch_id": ctx.batch_id, "tables": {}}
     for spec in specs:
-        decoded = decode_table(ctx, spec, changes).cache()
+        decoded = decode_table(ctx, spec, changes).transform(snapshot)
         failed = decoded.where(F.col("_err_reason").isNotNull())
         quarantine_changes(ctx, failed)
         good = decoded.where(F.col("_err_reason").isNull()).drop(
@@ -173,7 +175,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "quarantined": failed.count(),
             "staged": staged.where(F.col("_cdc_batch") == ctx.batch_id).count(),
         }
-        decoded.unpersist()
     declared = F.lit(False)
     for spec in specs:
         declared = declared | (
@@ -186,7 +187,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     stats["undeclared"] = undeclared.count()
     quarantine_changes(ctx, undeclared)
-    changes.unpersist()
     stats["accounting"] = accounting(ctx)
     write_stats(args.stats_file, stats)
     return stats

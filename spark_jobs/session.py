@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import sys
 
 from pyspark.sql import SparkSession
 
@@ -21,12 +23,16 @@ def get_session(app_name: str = "airflow-cdc", master: str | None = None) -> Spa
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
+    # Python workers run the interpreter that has this project's dependencies.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name)
     if master:
         builder = builder.master(master)
     for key, value in delta_spark_conf().items():
         builder = builder.config(key, value)
+    # Small local runs: few shuffle partitions and few partitions for Delta's log replay.
     builder = builder.config("spark.sql.shuffle.partitions", "8")
+    builder = builder.config("spark.databricks.delta.snapshotPartitions", "2")
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
     return session

@@ -16,12 +16,14 @@ import math
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from decimal import Context, Decimal, InvalidOperation
 from typing import Any
 
 from airflow_cdc.core.ddl import ColumnSpec
 from airflow_cdc.core.exceptions import DecodeError
 
+# Wide enough for any DECIMAL(38, s) without rounding.
+_DECIMAL_CONTEXT = Context(prec=80)
 # Unconstrained ``numeric`` lands in the widest decimal Spark has, with room for fractions.
 DEFAULT_DECIMAL = (38, 18)
 SPECIAL_FLOATS = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
@@ -147,7 +149,7 @@ def _numeric(column: ColumnSpec, value: Any) -> Decoded:
     if not number.is_finite():
         raise DecodeError(column.name, f"{value!r} is not a decimal number")
     precision, scale = _decimal_shape(column)
-    quantized = number.quantize(Decimal(1).scaleb(-scale))
+    quantized = number.quantize(Decimal(1).scaleb(-scale), context=_DECIMAL_CONTEXT)
     if quantized != number:
         raise DecodeError(column.name, f"{value!r} has more than {scale} fractional digits")
     if len(quantized.as_tuple().digits) > precision and quantized != 0:

@@ -136,3 +136,8 @@ def test_undeclared_columns_are_text() -> None:
     assert decode_undeclared(5) == "5"
     assert decode_undeclared({"b": 1, "a": [True]}) == '{"a":[true],"b":1}'
     assert decode_undeclared(None) is None
+
+
+def test_unconstrained_numeric_keeps_wide_values_exact() -> None:
+    # 12 integer digits + 18 fractional digits: more than Python's default 28-digit context.
+    assert decode(col("numeric"), "202237214451.46562").value == Decimal("202237214451.46562")

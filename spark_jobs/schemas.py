@@ -1,0 +1,92 @@
+"""Spark schemas from DDL text, without a running session.
+
+``StructType.fromDDL`` needs a live JVM; the jobs declare their table schemas at import time
+(and the core's type mapping produces DDL text), so this small parser covers the types the
+project uses.
+"""
+
+from __future__ import annotations
+
+import re
+
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    BooleanType,
+    DataType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    FloatType,
+    IntegerType,
+    LongType,
+    MapType,
+    ShortType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+)
+
+_SIMPLE: dict[str, DataType] = {
+    "STRING": StringType(),
+    "BOOLEAN": BooleanType(),
+    "TIMESTAMP": TimestampType(),
+    "TIMESTAMP_NTZ": TimestampNTZType(),
+    "BINARY": BinaryType(),
+    "SMALLINT": ShortType(),
+    "INT": IntegerType(),
+    "BIGINT": LongType(),
+    "FLOAT": FloatType(),
+    "DOUBLE": DoubleType(),
+    "DATE": DateType(),
+}
+_DECIMAL = re.compile(r"DECIMAL\((\d+),\s*(\d+)\)")
+
+
+def struct(ddl: str) -> StructType:
+    """``"a STRING, `b c` DECIMAL(10,2)"`` -> StructType."""
+    fields = []
+    for part in _split(ddl):
+        part = part.strip()
+        if part.startswith("`"):
+            end = part.index("`", 1)
+            name, rest = part[1:end], part[end + 1 :]
+        else:
+            name, _, rest = part.partition(" ")
+        fields.append(StructField(name, data_type(rest.strip())))
+    return StructType(fields)
+
+
+def data_type(text: str) -> DataType:
+    text = text.strip()
+    upper = text.upper()
+    if upper in _SIMPLE:
+        return _SIMPLE[upper]
+    decimal = _DECIMAL.fullmatch(upper)
+    if decimal:
+        return DecimalType(int(decimal.group(1)), int(decimal.group(2)))
+    if upper.startswith("ARRAY<") and upper.endswith(">"):
+        return ArrayType(data_type(text[6:-1]))
+    if upper.startswith("MAP<") and upper.endswith(">"):
+        key, value = _split(text[4:-1])
+        return MapType(data_type(key), data_type(value))
+    raise ValueError(f"unsupported type in schema DDL: {text!r}")
+
+
+def _split(text: str) -> list[str]:
+    """Split on commas that are not inside <> or ()."""
+    parts, depth, current = [], 0, []
+    for char in text:
+        if char in "<(":
+            depth += 1
+        elif char in ">)":
+            depth -= 1
+        if char == "," and depth == 0:
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(char)
+    parts.append("".join(current))
+    return [p for p in parts if p.strip()]

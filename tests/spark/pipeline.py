@@ -1,0 +1,29 @@
+"""Run the jobs in-process on the shared session, as their operators would submit them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow_cdc.demo.dsql_stream import DDL
+from spark_jobs import apply, land_files, reassemble, resolve
+
+
+def land_dump(warehouse: str, path: str, batch: str, source: str = "dump") -> dict[str, Any]:
+    return land_files.main(["--warehouse", warehouse, "--batch-id", batch, "--path", path,
+                            "--source", source, "--lateness-seconds", "0"])
+
+
+def process(warehouse: str, batch: str, ddl: str = DDL, source: str = "dump",
+            max_pending_age: float = 3600.0) -> dict[str, dict[str, Any]]:
+    common = ["--warehouse", warehouse, "--batch-id", batch]
+    return {
+        "reassemble": reassemble.main([*common, "--max-pending-age-seconds",
+                                       str(max_pending_age)]),
+        "resolve": resolve.main([*common, "--ddl", ddl]),
+        "apply": apply.main([*common, "--ddl", ddl, "--resolved-source", source]),
+    }
+
+
+def live_rows(spark: Any, warehouse: str, table: str) -> list[dict[str, Any]]:
+    frame = spark.read.format("delta").load(f"{warehouse}/public/{table}")
+    return [r.asDict() for r in frame.where("NOT _cdc_deleted").collect()]
