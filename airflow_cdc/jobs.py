@@ -23,6 +23,11 @@ _REPO_ROOT = _PACKAGE_ROOT.parent
 _SHIPPED = ("airflow_cdc/__init__.py", "airflow_cdc/jobs.py", "airflow_cdc/core", "spark_jobs")
 
 
+def resolved_state_path(warehouse: str, source: str) -> str:
+    """Where the landing job records the resolved timestamp of ``source`` (JSON)."""
+    return f"{warehouse.rstrip('/')}/_cdc/resolved/{source}.json"
+
+
 def cache_dir() -> Path:
     """Where jars and the shipped library are cached (``$AIRFLOW_CDC_CACHE``)."""
     configured = os.environ.get("AIRFLOW_CDC_CACHE")

@@ -6,6 +6,7 @@ import argparse
 import json
 import logging
 import os
+import re
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from airflow_cdc.core.events import TableRef
+from airflow_cdc.jobs import resolved_state_path
 from spark_jobs.schemas import struct
 from spark_jobs.session import get_session, set_commit_metadata
 
@@ -45,6 +47,7 @@ QUARANTINE_SCHEMA = struct(
     " payload STRING, run_id STRING"
 )
 RECORD = "record"
+BATCH_ID = re.compile(r"[A-Za-z0-9_.:+\-]{1,64}")
 PROGRESS = "progress"
 
 
@@ -94,7 +97,7 @@ class Warehouse:
         return self._path(table.schema, table.name)
 
     def resolved_file(self, source: str) -> str:
-        return self._path("_cdc", "resolved", f"{source}.json")
+        return resolved_state_path(self.root, source)
 
 
 @dataclass(frozen=True)
@@ -115,11 +118,20 @@ def base_parser(description: str | None) -> argparse.ArgumentParser:
     parser.add_argument(
         "--batch-id",
         required=True,
+        type=batch_id,
         help="the batch (Airflow data interval end, ISO 8601) being processed",
     )
     parser.add_argument("--run-id", default="manual", help="Airflow run id, kept in commits")
     parser.add_argument("--stats-file", help="where to write the run's counts as JSON")
     return parser
+
+
+def batch_id(value: str) -> str:
+    """A batch id names an interval (``2026-01-01T01:00:00+00:00``); it is quoted into
+    predicates, so only the characters of such names are allowed."""
+    if not value or not BATCH_ID.fullmatch(value):
+        raise argparse.ArgumentTypeError(f"batch id must match {BATCH_ID.pattern}, got {value!r}")
+    return value
 
 
 def start(job: str, version: str, args: argparse.Namespace) -> JobContext:

@@ -117,8 +117,13 @@ def generate(
     return Stream(deliveries, model, counts)
 
 
-def _change(rng: random.Random, table: str, rows: dict[tuple[Any, ...], dict[str, Any]],
-            customers: int, orders: int) -> tuple[tuple[Any, ...], dict[str, Any], str]:
+def _change(
+    rng: random.Random,
+    table: str,
+    rows: dict[tuple[Any, ...], dict[str, Any]],
+    customers: int,
+    orders: int,
+) -> tuple[tuple[Any, ...], dict[str, Any], str]:
     if table == "customers":
         key: tuple[Any, ...] = (rng.randrange(1, customers + 1),)
     else:
@@ -134,7 +139,7 @@ def _change(rng: random.Random, table: str, rows: dict[tuple[Any, ...], dict[str
 
 
 def _customer(rng: random.Random, ident: int) -> dict[str, Any]:
-    balance = f"{rng.randrange(-10**9, 10**9) / 100:.2f}"
+    balance = f"{rng.randrange(-(10**9), 10**9) / 100:.2f}"
     if rng.random() < 0.03:
         balance = rng.choice(_SPECIAL_NUMERIC)
     score: Any = rng.random() * 100
@@ -179,25 +184,41 @@ def _order_item(rng: random.Random, key: tuple[Any, ...]) -> dict[str, Any]:
     }
 
 
-def _envelope(op: str, table: str, ts_ns: int, image: dict[str, Any],
-              rng: random.Random, schema: str = "public") -> dict[str, Any]:
+def _envelope(
+    op: str,
+    table: str,
+    ts_ns: int,
+    image: dict[str, Any],
+    rng: random.Random,
+    schema: str = "public",
+) -> dict[str, Any]:
     return {
         "type": "full",
         "op": op,
         "before": image if op == "d" else None,
         "after": None if op == "d" else image,
         "source": {
-            "version": "1.0", "ts_ms": ts_ns // 1_000_000, "ts_ns": ts_ns,
-            "txId": f"tx{rng.getrandbits(64):016x}", "schema": schema, "table": table,
-            "db": "postgres", "cluster": "demo-cluster",
+            "version": "1.0",
+            "ts_ms": ts_ns // 1_000_000,
+            "ts_ns": ts_ns,
+            "txId": f"tx{rng.getrandbits(64):016x}",
+            "schema": schema,
+            "table": table,
+            "db": "postgres",
+            "cluster": "demo-cluster",
         },
         "ts_ms": ts_ns // 1_000_000 + 125,
         "ts_ns": ts_ns + 125_483_291,
     }
 
 
-def _deliver(record: dict[str, Any], rng: random.Random, threshold: int, fragment_bytes: int,
-             counts: dict[str, int]) -> list[str]:
+def _deliver(
+    record: dict[str, Any],
+    rng: random.Random,
+    threshold: int,
+    fragment_bytes: int,
+    counts: dict[str, int],
+) -> list[str]:
     """The record as delivered: itself, or a chunked main record plus its fragments."""
     text = json.dumps(record, ensure_ascii=False)
     if len(text.encode("utf-8")) <= threshold:
@@ -208,28 +229,40 @@ def _deliver(record: dict[str, Any], rng: random.Random, threshold: int, fragmen
     fragments = split(image_text, chunk_id, fragment_bytes)
     main = dict(record, type="chunked")
     main[image_name] = None
-    main["chunked"] = {image_name: {"chunk_id": chunk_id, "total_fragments": len(fragments),
-                                    "crc32c": str(checksum(image_text))}}
+    main["chunked"] = {
+        image_name: {
+            "chunk_id": chunk_id,
+            "total_fragments": len(fragments),
+            "crc32c": str(checksum(image_text)),
+        }
+    }
     counts["chunked"] += 1
     counts["fragments"] += len(fragments)
     return [json.dumps(main, ensure_ascii=False)] + [
-        json.dumps({"type": "fragment", "chunk_id": f.chunk_id, "index": f.index,
-                    "data": f.data}, ensure_ascii=False)
+        json.dumps(
+            {"type": "fragment", "chunk_id": f.chunk_id, "index": f.index, "data": f.data},
+            ensure_ascii=False,
+        )
         for f in fragments
     ]
 
 
-def _bad_records(rng: random.Random, start_ns: int, span_ns: int, fragment_bytes: int,
-                 counts: dict[str, int]) -> Iterator[list[str]]:
+def _bad_records(
+    rng: random.Random, start_ns: int, span_ns: int, fragment_bytes: int, counts: dict[str, int]
+) -> Iterator[list[str]]:
     """One of each kind of bad input; none of them may change the tables."""
     ts = start_ns + span_ns // 2
     yield ['{"type": "full", "op": "c", "after": {"id": 1']  # malformed JSON
     yield [json.dumps({"type": "partial", "op": "c"})]  # unknown record type
     missing_key = _envelope("c", "order_items", ts, {"order_id": 5, "quantity": 1}, rng)
     yield [json.dumps(missing_key)]
-    undecodable = _envelope("c", "order_items", ts,
-                            {"order_id": 10**6, "item_id": 1, "quantity": "many",
-                             "price": "1.00"}, rng)
+    undecodable = _envelope(
+        "c",
+        "order_items",
+        ts,
+        {"order_id": 10**6, "item_id": 1, "quantity": "many", "price": "1.00"},
+        rng,
+    )
     yield [json.dumps(undecodable)]
     undeclared = _envelope("c", "audit_log", ts, {"id": 1, "what": "login"}, rng)
     yield [json.dumps(undeclared)]
@@ -252,9 +285,9 @@ def _out_of_order(deliveries: list[str], rng: random.Random, window: int) -> lis
     """Shuffle within sliding windows: late arrivals, fragments before their main record."""
     result = list(deliveries)
     for start in range(0, len(result), max(window // 2, 1)):
-        chunk = result[start:start + window]
+        chunk = result[start : start + window]
         rng.shuffle(chunk)
-        result[start:start + window] = chunk
+        result[start : start + window] = chunk
     return result
 
 
@@ -263,8 +296,9 @@ def expected_rows(stream: Stream, table: str) -> list[dict[str, Any]]:
     return [stream.expected[table][k] for k in sorted(stream.expected[table])]
 
 
-def differences(stream: Stream, table: str, rows: list[dict[str, Any]],
-                limit: int = 10) -> list[str]:
+def differences(
+    stream: Stream, table: str, rows: list[dict[str, Any]], limit: int = 10
+) -> list[str]:
     """How the live rows of a target table differ from the expected state (empty: equal).
 
     ``rows`` are the target's live rows as dicts (for example ``Row.asDict()``); expected
@@ -288,10 +322,14 @@ def differences(stream: Stream, table: str, rows: list[dict[str, Any]],
         row = actual[key]
         for column, want in values.items():
             if not _same(want, row.get(column)):
-                problems.append(f"{table}{key}.{column}: expected {want!r}, got {row.get(column)!r}")
+                problems.append(
+                    f"{table}{key}.{column}: expected {want!r}, got {row.get(column)!r}"
+                )
         if (row.get("_cdc_special_values") or {}) != special:
-            problems.append(f"{table}{key} special values: expected {special}, "
-                            f"got {row.get('_cdc_special_values')}")
+            problems.append(
+                f"{table}{key} special values: expected {special}, "
+                f"got {row.get('_cdc_special_values')}"
+            )
     return problems[:limit]
 
 
@@ -312,8 +350,9 @@ def _same(want: Any, got: Any) -> bool:
     return bool(want == got)
 
 
-def write_ndjson(deliveries: list[str], directory: str, files: int = 4,
-                 arrival_start_us: int | None = None) -> list[str]:
+def write_ndjson(
+    deliveries: list[str], directory: str, files: int = 4, arrival_start_us: int | None = None
+) -> list[str]:
     """Write deliveries as NDJSON dump files, one per shard, as ``land_files`` reads them."""
     import datetime as dt
     import os

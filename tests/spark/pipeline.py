@@ -9,16 +9,32 @@ from spark_jobs import apply, land_files, reassemble, resolve
 
 
 def land_dump(warehouse: str, path: str, batch: str, source: str = "dump") -> dict[str, Any]:
-    return land_files.main(["--warehouse", warehouse, "--batch-id", batch, "--path", path,
-                            "--source", source, "--lateness-seconds", "0"])
+    return land_files.main(
+        [
+            "--warehouse",
+            warehouse,
+            "--batch-id",
+            batch,
+            "--path",
+            path,
+            "--source",
+            source,
+            "--lateness-seconds",
+            "0",
+        ]
+    )
 
 
-def process(warehouse: str, batch: str, ddl: str = DDL, source: str = "dump",
-            max_pending_age: float = 3600.0) -> dict[str, dict[str, Any]]:
+def process(
+    warehouse: str,
+    batch: str,
+    ddl: str = DDL,
+    source: str = "dump",
+    max_pending_age: float = 3600.0,
+) -> dict[str, dict[str, Any]]:
     common = ["--warehouse", warehouse, "--batch-id", batch]
     return {
-        "reassemble": reassemble.main([*common, "--max-pending-age-seconds",
-                                       str(max_pending_age)]),
+        "reassemble": reassemble.main([*common, "--max-pending-age-seconds", str(max_pending_age)]),
         "resolve": resolve.main([*common, "--ddl", ddl]),
         "apply": apply.main([*common, "--ddl", ddl, "--resolved-source", source]),
     }

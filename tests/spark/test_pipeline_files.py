@@ -24,6 +24,6 @@ def test_dump_to_tables_matches_the_generator(spark: Any, warehouse: str, tmp_pa
     accounting = stats["apply"]["accounting"]
     assert accounting["landed"] == len(stream.deliveries)
     assert accounting["unprocessed"] == 0
-    assert accounting["landed"] == sum(accounting[s] for s in
-                                       ("applied", "superseded", "duplicate", "pending",
-                                        "quarantined"))
+    assert accounting["landed"] == sum(
+        accounting[s] for s in ("applied", "superseded", "duplicate", "pending", "quarantined")
+    )

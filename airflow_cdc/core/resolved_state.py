@@ -1,0 +1,31 @@
+"""Reading the resolved-timestamp state that each landing run records."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+from airflow_cdc.core.exceptions import ResolvedTimestampUnavailable
+
+
+def parse_state(text: str) -> dt.datetime:
+    """The resolved timestamp in a landing run's state file (JSON with ``resolved_ts``)."""
+    state = json.loads(text)
+    value = state.get("resolved_ts")
+    if not value:
+        raise ResolvedTimestampUnavailable(
+            f"source {state.get('source')!r} has shards never read yet; no resolved timestamp"
+        )
+    parsed = dt.datetime.fromisoformat(value)
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
+
+
+def read_state(path: str) -> dt.datetime:
+    """Read the state file at ``path`` (local path or any fsspec URI)."""
+    import fsspec
+
+    try:
+        with fsspec.open(path, "rt", encoding="utf-8") as handle:
+            return parse_state(handle.read())
+    except FileNotFoundError as err:
+        raise ResolvedTimestampUnavailable(f"no landing run has recorded {path!r} yet") from err

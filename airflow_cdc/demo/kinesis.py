@@ -1,0 +1,121 @@
+"""Run the kinesis-local server and fill a stream, for the demo and the end-to-end tests."""
+
+from __future__ import annotations
+
+import os
+import random
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+SERVER = REPO / "node_modules" / "kinesis-local" / "main.js"
+CREDENTIALS = {"aws_access_key_id": "local", "aws_secret_access_key": "local"}
+REGION = "us-east-1"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def kinesis_local(port: int | None = None, log_path: str | None = None) -> Iterator[str]:
+    """Start kinesis-local on loopback; yields its endpoint URL and stops it afterwards."""
+    if not SERVER.exists():
+        raise FileNotFoundError(f"{SERVER} is missing: run `make setup` (npm install)")
+    port = port or free_port()
+    env = dict(os.environ)
+    env.update(
+        {
+            "KINESIS_MOCK_PLAIN_PORT": str(port),
+            "KINESIS_MOCK_TLS_PORT": str(free_port()),
+            "KINESIS_MOCK_CERT_PATH": str(SERVER.parent / "server.json"),
+            "LOG_LEVEL": "WARN",
+            "CREATE_STREAM_DURATION": "100ms",
+            "SPLIT_SHARD_DURATION": "100ms",
+            "MERGE_SHARDS_DURATION": "100ms",
+        }
+    )
+    log = open(log_path or os.devnull, "w")  # noqa: SIM115 - lives as long as the server
+    process = subprocess.Popen(["node", str(SERVER)], env=env, stdout=log, stderr=log)
+    try:
+        _wait_for_port(port, process)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        log.close()
+
+
+def _wait_for_port(port: int, process: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"kinesis-local exited with {process.returncode}")
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.2)
+    raise TimeoutError(f"kinesis-local did not listen on {port} within {timeout}s")
+
+
+def client(endpoint: str) -> Any:
+    import boto3
+
+    return boto3.client("kinesis", endpoint_url=endpoint, region_name=REGION, **CREDENTIALS)
+
+
+def create_stream(kinesis: Any, stream: str, shards: int) -> None:
+    kinesis.create_stream(StreamName=stream, ShardCount=shards)
+    wait_active(kinesis, stream)
+
+
+def wait_active(kinesis: Any, stream: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        summary = kinesis.describe_stream_summary(StreamName=stream)["StreamDescriptionSummary"]
+        if summary["StreamStatus"] == "ACTIVE":
+            return
+        time.sleep(0.1)
+    raise TimeoutError(f"stream {stream} not ACTIVE within {timeout}s")
+
+
+def put(kinesis: Any, stream: str, deliveries: list[str], seed: int = 3, batch: int = 400) -> None:
+    """Put records in order with random hash keys (DSQL's "randomized partition key")."""
+    rng = random.Random(seed)
+    for start in range(0, len(deliveries), batch):
+        entries = [
+            {
+                "Data": text.encode("utf-8"),
+                "PartitionKey": f"pk-{rng.getrandbits(32)}",
+                "ExplicitHashKey": str(rng.randrange(2**128)),
+            }
+            for text in deliveries[start : start + batch]
+        ]
+        while entries:
+            result = kinesis.put_records(StreamName=stream, Records=entries)
+            entries = [
+                e for e, r in zip(entries, result["Records"], strict=True) if "ErrorCode" in r
+            ]
+
+
+def split_first_shard(kinesis: Any, stream: str) -> str:
+    """Split the first open shard in two at its middle hash key; returns its id."""
+    shards = kinesis.list_shards(StreamName=stream)["Shards"]
+    shard = next(s for s in shards if "EndingSequenceNumber" not in s["SequenceNumberRange"])
+    low = int(shard["HashKeyRange"]["StartingHashKey"])
+    high = int(shard["HashKeyRange"]["EndingHashKey"])
+    kinesis.split_shard(
+        StreamName=stream, ShardToSplit=shard["ShardId"], NewStartingHashKey=str((low + high) // 2)
+    )
+    wait_active(kinesis, stream)
+    return str(shard["ShardId"])

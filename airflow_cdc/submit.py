@@ -1,0 +1,85 @@
+"""Pure builders of spark-submit invocations, tested by exact equality.
+
+An operator turns its (rendered) arguments into a :class:`SubmitSpec`; only
+:meth:`airflow_cdc.operators.base.SparkJobOperator.submit` talks to a process.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from airflow_cdc.core.exceptions import JobVersionError
+from airflow_cdc.jobs import delta_spark_conf, installed_job_version, job_file
+
+
+@dataclass(frozen=True)
+class SubmitSpec:
+    """Everything spark-submit needs for one job run."""
+
+    application: str
+    application_args: list[str]
+    conf: dict[str, str]
+    py_files: list[str]
+    name: str
+    env_vars: dict[str, str] = field(default_factory=dict)
+
+
+def check_version(job: str, pinned: str | None) -> str:
+    """The installed version of ``job``; raises if it is not the ``pinned`` one."""
+    installed = installed_job_version(job)
+    if pinned is not None and pinned != installed:
+        raise JobVersionError(
+            f"job {job!r} is pinned to version {pinned!r} but version {installed!r} is installed"
+        )
+    return installed
+
+
+def job_spec(
+    job: str,
+    *,
+    warehouse: str,
+    batch_id: str,
+    run_id: str,
+    stats_file: str,
+    job_args: Sequence[str] = (),
+    library: str,
+    spark_conf: Mapping[str, str] | None = None,
+    env_vars: Mapping[str, str] | None = None,
+    local_python: bool = True,
+) -> SubmitSpec:
+    """The submission of ``spark_jobs/<job>.py`` over one batch.
+
+    :param library: The archive of ``airflow_cdc`` and ``spark_jobs`` shipped with --py-files.
+    :param local_python: Run Python workers with this interpreter (local masters); a cluster
+        configures ``spark.pyspark.python`` itself.
+    """
+    if not warehouse:
+        raise ValueError(f"warehouse must be a path or URI, got {warehouse!r}")
+    if not batch_id:
+        raise ValueError(f"batch_id must be set (the data interval end), got {batch_id!r}")
+    conf = delta_spark_conf()
+    if local_python:
+        conf["spark.pyspark.python"] = sys.executable
+        conf["spark.pyspark.driver.python"] = sys.executable
+    conf.update(spark_conf or {})
+    args = [
+        "--warehouse",
+        warehouse,
+        "--batch-id",
+        batch_id,
+        "--run-id",
+        run_id,
+        "--stats-file",
+        stats_file,
+        *job_args,
+    ]
+    return SubmitSpec(
+        application=str(job_file(job)),
+        application_args=args,
+        conf=conf,
+        py_files=[library],
+        name=f"airflow-cdc-{job}",
+        env_vars=dict(env_vars or {}),
+    )

@@ -1,0 +1,57 @@
+"""Hourly Aurora DSQL (Kinesis) to Delta Lake.
+
+land -> wait_for_resolved -> reassemble -> resolve -> apply, one batch per data interval.
+Each task processes the batch named by its interval's end, so re-running an interval (a
+backfill from the UI or ``airflow backfill create``) reprocesses the same batch and leaves
+the tables as they are: MERGE only moves a row forward in commit order.
+
+Settings are Airflow Variables (or ``AIRFLOW_VAR_*`` environment variables):
+``cdc_warehouse`` (warehouse root), ``cdc_stream`` (Kinesis stream). Connections:
+``kinesis_default`` (type ``cdc_kinesis``) and ``spark_default`` (type ``spark``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from airflow.sdk import DAG, CronDataIntervalTimetable
+
+from airflow_cdc.demo.dsql_stream import DDL
+from airflow_cdc.operators.land import LandKinesisOperator
+from airflow_cdc.operators.process import ApplyOperator, ReassembleOperator, ResolveOperator
+from airflow_cdc.sensors.resolved import ResolvedTimestampSensor
+
+WAREHOUSE = "{{ var.value.get('cdc_warehouse', '/tmp/airflow-cdc/warehouse') }}"
+STREAM = "{{ var.value.get('cdc_stream', 'dsql-cdc') }}"
+
+with DAG(
+    dag_id="dsql_to_delta",
+    schedule=CronDataIntervalTimetable("0 * * * *", timezone="UTC"),
+    start_date=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
+    catchup=False,
+    max_active_runs=4,
+    default_args={"retries": 2, "retry_delay": dt.timedelta(minutes=1)},
+    tags=["cdc", "dsql", "delta"],
+    doc_md=__doc__,
+) as dag:
+    land = LandKinesisOperator(
+        task_id="land",
+        stream=STREAM,
+        source=STREAM,
+        warehouse=WAREHOUSE,
+        lateness_seconds=300,
+    )
+    wait_for_resolved = ResolvedTimestampSensor(
+        task_id="wait_for_resolved",
+        warehouse=WAREHOUSE,
+        source=STREAM,
+        poke_interval=60,
+        timeout=6 * 3600,
+    )
+    reassemble = ReassembleOperator(
+        task_id="reassemble", warehouse=WAREHOUSE, max_pending_age_seconds=3600
+    )
+    resolve = ResolveOperator(task_id="resolve", warehouse=WAREHOUSE, ddl=DDL)
+    apply = ApplyOperator(task_id="apply", warehouse=WAREHOUSE, ddl=DDL, resolved_source=STREAM)
+
+    land >> wait_for_resolved >> reassemble >> resolve >> apply
