@@ -9,8 +9,21 @@ from typing import Any
 
 import pytest
 
+import sys
+import tempfile
+
 REPO = Path(__file__).resolve().parent.parent
 os.environ.setdefault("AIRFLOW_CDC_CACHE", str(REPO / ".cache"))
+# Airflow reads its home at import: point it at a throwaway SQLite database for this run.
+os.environ["AIRFLOW_HOME"] = tempfile.mkdtemp(prefix="airflow-cdc-tests-")
+os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
+os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(REPO / "dags_examples")
+# spark-submit and airflow are next to this interpreter; Python workers must inherit the
+# (kinesis-local) credentials, so they are set before any Spark worker starts.
+os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+os.environ.setdefault("AWS_ACCESS_KEY_ID", "local")
+os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "local")
+os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 
 
 @pytest.fixture(scope="session")
@@ -25,3 +38,21 @@ def spark() -> Iterator[Any]:
 @pytest.fixture
 def warehouse(tmp_path: Path) -> str:
     return str(tmp_path / "warehouse")
+
+
+@pytest.fixture(scope="session")
+def airflow_db() -> str:
+    """A migrated SQLite metadata database for tests that run DAGs."""
+    from airflow_cdc.demo.environment import migrate
+
+    migrate({"AIRFLOW_HOME": os.environ["AIRFLOW_HOME"]})
+    return os.environ["AIRFLOW_HOME"]
+
+
+@pytest.fixture(scope="session")
+def kinesis_endpoint() -> Iterator[str]:
+    """A kinesis-local server on loopback for the whole run."""
+    from airflow_cdc.demo.kinesis import kinesis_local
+
+    with kinesis_local() as endpoint:
+        yield endpoint

@@ -1,0 +1,75 @@
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from airflow_cdc.core.exceptions import ResolvedTimestampUnavailable
+from airflow_cdc.core.resolved_state import parse_state, read_state
+from airflow_cdc.jobs import resolved_state_path
+from airflow_cdc.sensors.resolved import ResolvedTimestampSensor
+from airflow_cdc.triggers.resolved import ResolvedTimestampTrigger
+
+
+def _write_state(warehouse: Path, resolved: str | None) -> str:
+    path = resolved_state_path(str(warehouse), "dsql")
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps({"source": "dsql", "resolved_ts": resolved}))
+    return path
+
+
+def _sensor(warehouse: Path, target: str) -> ResolvedTimestampSensor:
+    return ResolvedTimestampSensor(task_id="wait", warehouse=str(warehouse), source="dsql",
+                                   target=target)
+
+
+def test_poke_waits_until_resolved_passes_the_interval_end(tmp_path: Path) -> None:
+    sensor = _sensor(tmp_path, "2026-01-01T01:00:00+00:00")
+    assert sensor.poke({}) is False  # nothing landed yet
+    _write_state(tmp_path, None)
+    assert sensor.poke({}) is False  # a shard was never read
+    _write_state(tmp_path, "2026-01-01T00:59:59.999999+00:00")
+    assert sensor.poke({}) is False
+    _write_state(tmp_path, "2026-01-01T01:00:00+00:00")
+    assert sensor.poke({}) is True
+
+
+def test_bad_target_is_a_clear_error_at_execution(tmp_path: Path) -> None:
+    sensor = _sensor(tmp_path, "{{ not rendered }}")  # construction never validates
+    with pytest.raises(ValueError, match="target must be an ISO 8601 time"):
+        sensor.poke({})
+
+
+def test_state_parsing() -> None:
+    assert parse_state('{"resolved_ts": "2026-01-01T00:00:00"}').isoformat() == \
+        "2026-01-01T00:00:00+00:00"
+    with pytest.raises(ResolvedTimestampUnavailable):
+        read_state("/nonexistent/state.json")
+
+
+def test_trigger_serializes_to_json_arguments() -> None:
+    trigger = ResolvedTimestampTrigger("/wh/_cdc/resolved/s.json", "2026-01-01T01:00:00+00:00", 5)
+    classpath, kwargs = trigger.serialize()
+    assert classpath == "airflow_cdc.triggers.resolved.ResolvedTimestampTrigger"
+    assert json.loads(json.dumps(kwargs)) == kwargs
+    assert ResolvedTimestampTrigger(**kwargs).serialize() == (classpath, kwargs)
+
+
+def test_trigger_fires_once_resolved_passes(tmp_path: Path) -> None:
+    path = _write_state(tmp_path, "2026-01-01T00:30:00+00:00")
+    trigger = ResolvedTimestampTrigger(path, "2026-01-01T01:00:00+00:00", poll_interval=0.05)
+
+    async def scenario() -> dict:
+        events = trigger.run()
+        pending = asyncio.ensure_future(anext(events))
+        await asyncio.sleep(0.2)
+        assert not pending.done()  # still waiting: 00:30 < 01:00
+        _write_state(tmp_path, "2026-01-01T01:05:00+00:00")
+        event = await asyncio.wait_for(pending, timeout=5)
+        return event.payload
+
+    payload = asyncio.run(scenario())
+    assert payload == {"status": "success", "resolved_ts": "2026-01-01T01:05:00+00:00",
+                       "target": "2026-01-01T01:00:00+00:00"}

@@ -1,0 +1,94 @@
+"""Submit commands are pure functions: tested by exact equality."""
+
+from __future__ import annotations
+
+import sys
+import zipfile
+
+import pytest
+
+from airflow_cdc.core.exceptions import JobVersionError
+from airflow_cdc.jobs import (
+    DELTA_PACKAGE,
+    JOBS,
+    installed_job_version,
+    job_file,
+    library_archive,
+    resolved_state_path,
+)
+from airflow_cdc.submit import SubmitSpec, check_version, job_spec
+
+
+def test_apply_job_spec_exactly(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AIRFLOW_CDC_CACHE", "/cache")
+    spec = job_spec(
+        "apply", warehouse="/wh", batch_id="2026-01-01T01:00:00+00:00", run_id="scheduled__x",
+        stats_file="/tmp/s.json", job_args=["--ddl", "CREATE TABLE t (id int PRIMARY KEY)"],
+        library="/cache/lib.zip", spark_conf={"spark.executor.memory": "2g"},
+        env_vars={"A": "1"},
+    )
+    assert spec == SubmitSpec(
+        application=str(job_file("apply")),
+        application_args=[
+            "--warehouse", "/wh", "--batch-id", "2026-01-01T01:00:00+00:00",
+            "--run-id", "scheduled__x", "--stats-file", "/tmp/s.json",
+            "--ddl", "CREATE TABLE t (id int PRIMARY KEY)",
+        ],
+        conf={
+            "spark.jars.packages": DELTA_PACKAGE,
+            "spark.jars.ivy": "/cache/ivy",
+            "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+            "spark.sql.catalog.spark_catalog":
+                "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+            "spark.databricks.delta.optimizeMetadataQuery.enabled": "true",
+            "spark.sql.session.timeZone": "UTC",
+            "spark.ui.enabled": "false",
+            "spark.ui.showConsoleProgress": "false",
+            "spark.pyspark.python": sys.executable,
+            "spark.pyspark.driver.python": sys.executable,
+            "spark.executor.memory": "2g",
+        },
+        py_files=["/cache/lib.zip"],
+        name="airflow-cdc-apply",
+        env_vars={"A": "1"},
+    )
+
+
+def test_job_spec_rejects_missing_arguments() -> None:
+    with pytest.raises(ValueError, match="warehouse"):
+        job_spec("apply", warehouse="", batch_id="b", run_id="r", stats_file="s", library="l")
+    with pytest.raises(ValueError, match="batch_id"):
+        job_spec("apply", warehouse="w", batch_id="", run_id="r", stats_file="s", library="l")
+
+
+def test_unknown_job() -> None:
+    with pytest.raises(ValueError, match="'nope'"):
+        job_file("nope")
+
+
+def test_every_job_has_a_version_and_main() -> None:
+    for job in JOBS:
+        assert installed_job_version(job).count(".") == 2
+        assert "def main(" in job_file(job).read_text()
+
+
+def test_pinned_version_must_match() -> None:
+    installed = installed_job_version("resolve")
+    assert check_version("resolve", installed) == installed
+    assert check_version("resolve", None) == installed
+    with pytest.raises(JobVersionError, match="pinned to version '0.0.1'"):
+        check_version("resolve", "0.0.1")
+
+
+def test_library_archive_ships_core_and_jobs_but_no_airflow_layer(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("AIRFLOW_CDC_CACHE", str(tmp_path))
+    archive = library_archive()
+    names = set(zipfile.ZipFile(archive).namelist())
+    assert {"airflow_cdc/__init__.py", "airflow_cdc/core/reassembly.py",
+            "spark_jobs/apply.py", "spark_jobs/common.py"} <= names
+    assert not any(n.startswith(("airflow_cdc/operators", "airflow_cdc/sensors")) for n in names)
+    assert library_archive() == archive  # built once per content
+
+
+def test_resolved_state_path() -> None:
+    assert resolved_state_path("s3://b/wh/", "dsql") == "s3://b/wh/_cdc/resolved/dsql.json"
