@@ -35,7 +35,11 @@ def cache_dir() -> Path:
 
 
 def delta_spark_conf() -> dict[str, str]:
-    """Spark conf that enables Delta Lake, resolving its jars once into the cache's Ivy dir."""
+    """Spark conf that enables Delta Lake, resolving its jars once into the cache's Ivy dir.
+
+    The partition counts suit hourly CDC batches (thousands to millions of rows); a large
+    cluster raises them through the operators' ``spark_conf``.
+    """
     return {
         "spark.jars.packages": DELTA_PACKAGE,
         "spark.jars.ivy": str(cache_dir() / "ivy"),
@@ -45,6 +49,8 @@ def delta_spark_conf() -> dict[str, str]:
         "spark.sql.session.timeZone": "UTC",
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
+        "spark.sql.shuffle.partitions": "16",
+        "spark.databricks.delta.snapshotPartitions": "4",
     }
 
 

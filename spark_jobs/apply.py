@@ -27,13 +27,13 @@ from spark_jobs.common import (
     DUPLICATE,
     SUPERSEDED,
     JobContext,
+    Outcomes,
     accounting,
     base_parser,
     ensure_table,
     fault_point,
     log,
     read_text,
-    record_status,
     snapshot,
     start,
     table_exists,
@@ -165,7 +165,11 @@ def read_resolved(ctx: JobContext, source: str | None) -> dt.datetime | None:
 
 
 def apply_table(
-    ctx: JobContext, spec: TableSpec, resolved: dt.datetime | None, retention: dt.timedelta
+    ctx: JobContext,
+    spec: TableSpec,
+    resolved: dt.datetime | None,
+    retention: dt.timedelta,
+    outcomes: Outcomes,
 ) -> dict[str, Any]:
     staged_path = ctx.warehouse.staged(spec.table)
     if not table_exists(ctx.spark, staged_path):
@@ -186,7 +190,7 @@ def apply_table(
     fault_point("apply:before_merge")
     merge(ctx, path, spec, staged, extras)
     fault_point("apply:after_merge")
-    record_status(ctx, statuses)
+    outcomes.status(statuses)
     purged = purge_tombstones(ctx, path, resolved, retention)
     return {
         "staged": sum(counts.values()),
@@ -208,11 +212,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parser.parse_args(argv)
     specs = parse_tables(args.ddl, args.default_schema)
     ctx = start(JOB_NAME, JOB_VERSION, args)
+    outcomes = Outcomes(ctx)
     resolved = read_resolved(ctx, args.resolved_source)
     retention = dt.timedelta(seconds=args.tombstone_retention_seconds)
     stats: dict[str, Any] = {"job": JOB_NAME, "batch_id": ctx.batch_id, "tables": {}}
     for spec in specs:
-        stats["tables"][spec.table.qualified] = apply_table(ctx, spec, resolved, retention)
+        stats["tables"][spec.table.qualified] = apply_table(
+            ctx, spec, resolved, retention, outcomes
+        )
+    outcomes.flush()
     stats["accounting"] = accounting(ctx)
     write_stats(args.stats_file, stats)
     return stats

@@ -200,19 +200,68 @@ def insert_new(
     )
 
 
-def record_status(ctx: JobContext, rows: DataFrame) -> None:
-    """Upsert ledger entries (``record_id``, ``status``, ``reason``) for landed records.
+class Outcomes:
+    """What a job decided about records, written at the end in one ledger MERGE and one
+    quarantine insert (each Delta commit costs seconds; a job makes a handful, not dozens).
 
     ``pending`` never overwrites a final status, so a re-run of an earlier stage cannot undo
-    a later one.
+    a later one; within one job a final status wins over ``pending``.
     """
-    entries = rows.select(
-        "record_id",
-        "status",
-        F.col("reason").cast("string").alias("reason"),
-        F.lit(ctx.job).alias("stage"),
-        F.lit(ctx.run_id).alias("run_id"),
-    ).dropDuplicates(["record_id"])
+
+    def __init__(self, ctx: JobContext) -> None:
+        self.ctx = ctx
+        self._statuses: list[DataFrame] = []
+        self._quarantined: list[DataFrame] = []
+
+    def status(self, rows: DataFrame) -> None:
+        """Record ``status`` (and ``reason``) for each ``record_id`` of ``rows``."""
+        self._statuses.append(
+            rows.select("record_id", "status", F.col("reason").cast("string").alias("reason"))
+        )
+
+    def quarantine(self, rows: DataFrame) -> None:
+        """Quarantine rows (``record_id``, ``batch_id``, ``reason``, ``detail``, ``payload``)."""
+        entries = rows.select(
+            "record_id",
+            "batch_id",
+            F.lit(self.ctx.job).alias("stage"),
+            "reason",
+            F.col("detail").cast("string").alias("detail"),
+            F.col("payload").cast("string"),
+            F.lit(self.ctx.run_id).alias("run_id"),
+        )
+        self._quarantined.append(entries)
+        self.status(entries.select("record_id", F.lit(QUARANTINED).alias("status"), "reason"))
+
+    def flush(self) -> None:
+        ctx = self.ctx
+        if self._quarantined:
+            insert_new(ctx.spark, ctx.warehouse.quarantine, _union(self._quarantined), "record_id")
+        if self._statuses:
+            _merge_statuses(ctx, _union(self._statuses))
+        self._statuses, self._quarantined = [], []
+
+
+def _union(frames: list[DataFrame]) -> DataFrame:
+    result = frames[0]
+    for frame in frames[1:]:
+        result = result.unionByName(frame)
+    return result
+
+
+def _merge_statuses(ctx: JobContext, rows: DataFrame) -> None:
+    final_first = F.when(F.col("status") == PENDING, 0).otherwise(1)
+    entries = (
+        rows.groupBy("record_id")
+        .agg(F.max_by(F.struct("status", "reason"), final_first).alias("s"))
+        .select(
+            "record_id",
+            "s.status",
+            "s.reason",
+            F.lit(ctx.job).alias("stage"),
+            F.lit(ctx.run_id).alias("run_id"),
+        )
+    ).transform(snapshot)
     if entries.isEmpty():
         return
     table = ensure_table(ctx.spark, ctx.warehouse.ledger, LEDGER_SCHEMA)
@@ -225,22 +274,6 @@ def record_status(ctx: JobContext, rows: DataFrame) -> None:
         .whenNotMatchedInsertAll()
         .execute()
     )
-
-
-def quarantine(ctx: JobContext, rows: DataFrame) -> None:
-    """Quarantine rows (``record_id``, ``batch_id``, ``reason``, ``detail``, ``payload``) and mark
-    their records ``quarantined`` in the ledger."""
-    entries = rows.select(
-        "record_id",
-        "batch_id",
-        F.lit(ctx.job).alias("stage"),
-        "reason",
-        F.col("detail").cast("string").alias("detail"),
-        F.col("payload").cast("string"),
-        F.lit(ctx.run_id).alias("run_id"),
-    )
-    insert_new(ctx.spark, ctx.warehouse.quarantine, entries, "record_id")
-    record_status(ctx, entries.withColumn("status", F.lit(QUARANTINED)))
 
 
 def landed_records(ctx: JobContext, batch_id: str | None = None) -> DataFrame:

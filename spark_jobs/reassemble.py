@@ -15,8 +15,9 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 from airflow_cdc.core.events import ChunkRef, Fragment
 from airflow_cdc.core.exceptions import RecordFormatError
@@ -28,16 +29,16 @@ from spark_jobs.common import (
     RAW_SCHEMA,
     RECORD,
     JobContext,
+    Outcomes,
     accounting,
     base_parser,
     ensure_table,
     insert_new,
     landed_records,
-    quarantine,
     read_table,
-    record_status,
     snapshot,
     start,
+    table_exists,
     write_stats,
 )
 from spark_jobs.schemas import struct
@@ -228,11 +229,11 @@ def parse_batch(ctx: JobContext, fmt: str) -> DataFrame:
     return ctx.spark.createDataFrame(parsed, PARSED_SCHEMA)
 
 
-def buffer_batch(ctx: JobContext, parsed: DataFrame) -> None:
+def buffer_batch(ctx: JobContext, parsed: DataFrame, outcomes: Outcomes) -> None:
     """Quarantine bad records, emit complete changes, buffer fragments and chunked mains."""
     wh = ctx.warehouse
     errors = parsed.where(F.col("rtype") == "error")
-    quarantine(ctx, errors.select("record_id", "batch_id", "reason", "detail", "payload"))
+    outcomes.quarantine(errors.select("record_id", "batch_id", "reason", "detail", "payload"))
     fragments = parsed.where(F.col("rtype") == "fragment").select(
         *(f.name for f in FRAGMENTS_SCHEMA.fields if f.name != "state"),
         F.lit("open").alias("state"),
@@ -253,24 +254,147 @@ def buffer_batch(ctx: JobContext, parsed: DataFrame) -> None:
     insert_new(ctx.spark, wh.changes, changes, "record_id")
 
 
-def settle_buffers(ctx: JobContext, max_age: dt.timedelta) -> dict[str, int]:
-    """Settle every buffered chunked record against the fragments that have arrived."""
+def settle_buffers(ctx: JobContext, max_age: dt.timedelta, outcomes: Outcomes) -> dict[str, int]:
+    """Settle every buffered chunked record against the fragments that have arrived.
+
+    Writes, in an order that a re-run after a crash at any point repeats safely: the changes
+    of complete sets, then the ledger and quarantine (by the caller), then the buffers' new
+    states, which is what retires a set.
+    """
     spark, wh = ctx.spark, ctx.warehouse
-    pending = read_table(spark, wh.pending, PENDING_SCHEMA)
-    fragments = read_table(spark, wh.fragments, FRAGMENTS_SCHEMA)
+    if not table_exists(spark, wh.pending) and not table_exists(spark, wh.fragments):
+        return {}
     now = _stream_time(ctx)
     same_chunks = Window.partitionBy(
         F.coalesce("before_chunk_id", F.lit("")), F.coalesce("after_chunk_id", F.lit(""))
     ).orderBy(F.when(F.col("state") == "open", 1).otherwise(0), "record_id")
-    ranked = pending.withColumn("rank", F.row_number().over(same_chunks)).transform(snapshot)
+    ranked = (
+        read_table(spark, wh.pending, PENDING_SCHEMA)
+        .withColumn("rank", F.row_number().over(same_chunks))
+        .transform(snapshot)
+    )
+    open_fragments = (
+        read_table(spark, wh.fragments, FRAGMENTS_SCHEMA)
+        .where(F.col("state") == "open")
+        .transform(snapshot)
+    )
     duplicates = ranked.where((F.col("rank") > 1) & (F.col("state") == "open"))
-    _mark_duplicate_mains(ctx, duplicates)
     candidates = ranked.where((F.col("rank") == 1) & (F.col("state") == "open")).drop("rank")
+    settled = _settle(spark, candidates, open_fragments, now, max_age)
+    counts = {
+        r["outcome"]: r["n"]
+        for r in settled.groupBy("outcome").agg(F.count(F.lit(1)).alias("n")).collect()
+    }
+    complete = settled.where(F.col("outcome") == "complete")
+    failed = settled.where(F.col("outcome") == "failed")
+    _emit_complete(ctx, candidates, complete)
+
+    outcomes.status(
+        duplicates.select(
+            "record_id",
+            F.lit(DUPLICATE).alias("status"),
+            F.lit("redelivered chunked record").alias("reason"),
+        )
+    )
+    redelivered = complete.select(F.explode("redelivered").alias("record_id"))
+    outcomes.status(
+        redelivered.select(
+            "record_id",
+            F.lit(DUPLICATE).alias("status"),
+            F.lit("redelivered fragment").alias("reason"),
+        )
+    )
+    failed_members = failed.select(F.explode("members").alias("record_id"), "reason", "detail")
+    payloads = ranked.select("record_id", "batch_id", "payload").unionByName(
+        open_fragments.select("record_id", "batch_id", "payload")
+    )
+    outcomes.quarantine(failed_members.join(payloads, "record_id"))
+    outcomes.status(
+        settled.where(F.col("outcome") == "waiting").select(
+            F.explode("members").alias("record_id"),
+            F.lit(PENDING).alias("status"),
+            F.col("detail").alias("reason"),
+        )
+    )
+
+    settled_members = complete.select(F.explode("members").alias("record_id")).unionByName(
+        failed_members.select("record_id")
+    )
+    strays = _strays(
+        ranked,
+        settled,
+        open_fragments.join(settled_members, "record_id", "left_anti"),
+        now,
+        max_age,
+    )
+    after_complete = strays.where(F.array_contains("states", "complete"))
+    outcomes.status(
+        after_complete.select(
+            "record_id",
+            F.lit(DUPLICATE).alias("status"),
+            F.lit("fragment redelivered after its set was reassembled").alias("reason"),
+        )
+    )
+    expired = _older_than(now, max_age)
+    doomed = strays.where(
+        F.array_contains("states", "failed") | (F.col("states").isNull() & expired)
+    )
+    outcomes.quarantine(
+        doomed.select(
+            "record_id",
+            "batch_id",
+            "payload",
+            F.when(F.col("states").isNull(), F.lit("orphan_fragment"))
+            .otherwise(F.lit("fragment_of_failed_set"))
+            .alias("reason"),
+            F.concat(F.lit("chunk_id "), F.col("chunk_id")).alias("detail"),
+        )
+    )
+    outcomes.status(
+        strays.where(F.col("states").isNull() & ~expired).select(
+            "record_id",
+            F.lit(PENDING).alias("status"),
+            F.lit("no chunked record has claimed this fragment yet").alias("reason"),
+        )
+    )
+    outcomes.flush()
+
+    _set_states(
+        ctx,
+        wh.pending,
+        PENDING_SCHEMA,
+        [
+            (duplicates.select("record_id"), "duplicate"),
+            (complete.select("record_id"), "complete"),
+            (failed.select("record_id"), "failed"),
+        ],
+    )
+    _set_states(
+        ctx,
+        wh.fragments,
+        FRAGMENTS_SCHEMA,
+        [
+            (complete.select(F.explode("used").alias("record_id")), "used"),
+            (redelivered, "redelivered"),
+            (after_complete.select("record_id"), "redelivered"),
+            (failed_members.select("record_id"), "failed"),
+            (doomed.select("record_id"), "failed"),
+        ],
+    )
+    return {f"sets_{k}": int(v) for k, v in counts.items()}
+
+
+def _settle(
+    spark: SparkSession,
+    candidates: DataFrame,
+    open_fragments: DataFrame,
+    now: dt.datetime | None,
+    max_age: dt.timedelta,
+) -> DataFrame:
     refs = candidates.select(
         "record_id",
         F.explode(F.array_compact(F.array("before_chunk_id", "after_chunk_id"))).alias("chunk_id"),
     )
-    open_fragments = fragments.where(F.col("state") == "open")
     attached = refs.join(
         open_fragments.select(
             "chunk_id",
@@ -278,24 +402,39 @@ def settle_buffers(ctx: JobContext, max_age: dt.timedelta) -> dict[str, int]:
         ),
         "chunk_id",
     )
-    grouped = attached.groupBy(F.col("record_id")).agg(
-        F.collect_list("fragment").alias("fragments")
-    )
+    grouped = attached.groupBy("record_id").agg(F.collect_list("fragment").alias("fragments"))
     buffered = candidates.join(grouped, "record_id", "left").withColumn(
         "expired", _older_than(now, max_age)
     )
-    settled = spark.createDataFrame(
+    return spark.createDataFrame(
         buffered.rdd.mapPartitions(settle_partition(max_age)), SETTLED_SCHEMA
     ).transform(snapshot)
-    counts = {
-        r["outcome"]: r["n"]
-        for r in settled.groupBy("outcome").agg(F.count(F.lit(1)).alias("n")).collect()
-    }
-    _emit_complete(ctx, candidates, settled)
-    _quarantine_failed(ctx, pending, fragments, settled)
-    _mark_waiting(ctx, settled)
-    _settle_strays(ctx, now, max_age)
-    return {f"sets_{k}": int(v) for k, v in counts.items()}
+
+
+def _strays(
+    ranked: DataFrame,
+    settled: DataFrame,
+    fragments: DataFrame,
+    now: dt.datetime | None,
+    max_age: dt.timedelta,
+) -> DataFrame:
+    """Open fragments that no open main record claims, with the states of their chunk's mains
+    after this run (``states`` is null when no main record names the chunk)."""
+    outcome_state = F.when(F.col("outcome") == "waiting", F.lit("open")).otherwise(F.col("outcome"))
+    after = ranked.join(
+        settled.select("record_id", outcome_state.alias("new_state")), "record_id", "left"
+    ).select(
+        F.explode(F.array_compact(F.array("before_chunk_id", "after_chunk_id"))).alias("chunk_id"),
+        F.when(F.col("rank") > 1, F.lit("duplicate"))
+        .otherwise(F.coalesce("new_state", "state"))
+        .alias("state"),
+    )
+    chunk_states = after.groupBy("chunk_id").agg(F.collect_set("state").alias("states"))
+    return (
+        fragments.join(chunk_states, "chunk_id", "left")
+        .where(~F.coalesce(F.array_contains("states", "open"), F.lit(False)))
+        .transform(snapshot)
+    )
 
 
 def _stream_time(ctx: JobContext) -> dt.datetime | None:
@@ -314,20 +453,7 @@ def _older_than(now: dt.datetime | None, max_age: dt.timedelta) -> Column:
     return F.coalesce(F.col("arrival_ts") < F.lit(now - max_age), F.lit(False))
 
 
-def _mark_duplicate_mains(ctx: JobContext, duplicates: DataFrame) -> None:
-    record_status(
-        ctx,
-        duplicates.select(
-            "record_id",
-            F.lit(DUPLICATE).alias("status"),
-            F.lit("redelivered chunked record").alias("reason"),
-        ),
-    )
-    _set_state(ctx, ctx.warehouse.pending, duplicates.select("record_id"), "duplicate")
-
-
-def _emit_complete(ctx: JobContext, candidates: DataFrame, settled: DataFrame) -> None:
-    complete = settled.where(F.col("outcome") == "complete")
+def _emit_complete(ctx: JobContext, candidates: DataFrame, complete: DataFrame) -> None:
     changes = (
         candidates.drop("before_json", "after_json")
         .join(complete.select("record_id", "before_json", "after_json", "used"), "record_id")
@@ -339,107 +465,26 @@ def _emit_complete(ctx: JobContext, candidates: DataFrame, settled: DataFrame) -
         )
     )
     insert_new(ctx.spark, ctx.warehouse.changes, changes, "record_id")
-    _set_state(ctx, ctx.warehouse.pending, complete.select("record_id"), "complete")
-    _set_state(
-        ctx, ctx.warehouse.fragments, complete.select(F.explode("used").alias("record_id")), "used"
-    )
-    redelivered = complete.select(F.explode("redelivered").alias("record_id"))
-    _set_state(ctx, ctx.warehouse.fragments, redelivered, "redelivered")
-    record_status(
-        ctx,
-        redelivered.select(
-            "record_id",
-            F.lit(DUPLICATE).alias("status"),
-            F.lit("redelivered fragment").alias("reason"),
-        ),
-    )
 
 
-def _quarantine_failed(
-    ctx: JobContext, pending: DataFrame, fragments: DataFrame, settled: DataFrame
+def _set_states(
+    ctx: JobContext, path: str, schema: StructType, updates: list[tuple[DataFrame, str]]
 ) -> None:
-    failed = settled.where(F.col("outcome") == "failed").select(
-        F.explode("members").alias("record_id"), "reason", "detail"
-    )
-    payloads = pending.select("record_id", "batch_id", "payload").unionByName(
-        fragments.select("record_id", "batch_id", "payload")
-    )
-    quarantine(ctx, failed.join(payloads, "record_id"))
-    _set_state(ctx, ctx.warehouse.pending, failed.select("record_id"), "failed")
-    _set_state(ctx, ctx.warehouse.fragments, failed.select("record_id"), "failed")
-
-
-def _mark_waiting(ctx: JobContext, settled: DataFrame) -> None:
-    waiting = settled.where(F.col("outcome") == "waiting").select(
-        F.explode("members").alias("record_id"), F.col("detail").alias("reason")
-    )
-    record_status(ctx, waiting.withColumn("status", F.lit(PENDING)))
-
-
-def _settle_strays(ctx: JobContext, now: dt.datetime | None, max_age: dt.timedelta) -> None:
-    """Open fragments that no open main record claims."""
-    spark, wh = ctx.spark, ctx.warehouse
-    pending = read_table(spark, wh.pending, PENDING_SCHEMA)
-    chunk_states = (
-        pending.select(
-            F.explode(F.array_compact(F.array("before_chunk_id", "after_chunk_id"))).alias(
-                "chunk_id"
-            ),
-            "state",
-        )
-        .groupBy("chunk_id")
-        .agg(F.collect_set("state").alias("states"))
-    )
-    strays = (
-        read_table(spark, wh.fragments, FRAGMENTS_SCHEMA)
-        .where(F.col("state") == "open")
-        .join(chunk_states, "chunk_id", "left")
-        .where(~F.coalesce(F.array_contains("states", "open"), F.lit(False)))
-    ).transform(snapshot)
-    after_complete = strays.where(F.array_contains("states", "complete"))
-    record_status(
-        ctx,
-        after_complete.select(
-            "record_id",
-            F.lit(DUPLICATE).alias("status"),
-            F.lit("fragment redelivered after its set was reassembled").alias("reason"),
-        ),
-    )
-    _set_state(ctx, wh.fragments, after_complete.select("record_id"), "redelivered")
-    expired = F.lit(False) if now is None else (F.col("arrival_ts") < F.lit(now - max_age))
-    doomed = strays.where(
-        F.array_contains("states", "failed") | (F.col("states").isNull() & expired)
-    ).select(
-        "record_id",
-        "batch_id",
-        "payload",
-        F.when(F.col("states").isNull(), F.lit("orphan_fragment"))
-        .otherwise(F.lit("fragment_of_failed_set"))
-        .alias("reason"),
-        F.concat(F.lit("chunk_id "), F.col("chunk_id")).alias("detail"),
-    )
-    quarantine(ctx, doomed)
-    _set_state(ctx, wh.fragments, doomed.select("record_id"), "failed")
-    waiting = strays.where(F.col("states").isNull() & ~expired).select(
-        "record_id",
-        F.lit(PENDING).alias("status"),
-        F.lit("no chunked record has claimed this fragment yet").alias("reason"),
-    )
-    record_status(ctx, waiting)
-
-
-def _set_state(ctx: JobContext, path: str, ids: DataFrame, state: str) -> None:
-    table = ensure_table(
-        ctx.spark, path, FRAGMENTS_SCHEMA if path == ctx.warehouse.fragments else PENDING_SCHEMA
-    )
-    if ids.isEmpty():
+    """Move buffered records to new states, in one MERGE."""
+    frames = [ids.select("record_id", F.lit(state).alias("state")) for ids, state in updates]
+    rows = frames[0]
+    for frame in frames[1:]:
+        rows = rows.unionByName(frame)
+    rows = rows.dropDuplicates(["record_id"]).transform(snapshot)
+    if rows.isEmpty():
         return
-    update: dict[str, Any] = {"state": F.lit(state)}
+    update: dict[str, Any] = {"state": F.col("s.state")}
     if path == ctx.warehouse.pending:
         update["closed_batch"] = F.lit(ctx.batch_id)
     (
-        table.alias("t")
-        .merge(ids.distinct().alias("s"), "t.record_id = s.record_id")
+        ensure_table(ctx.spark, path, schema)
+        .alias("t")
+        .merge(rows.alias("s"), "t.record_id = s.record_id")
         .whenMatchedUpdate(set=update)
         .execute()
     )
@@ -456,15 +501,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     args = parser.parse_args(argv)
     ctx = start(JOB_NAME, JOB_VERSION, args)
+    outcomes = Outcomes(ctx)
     parsed = parse_batch(ctx, args.format).transform(snapshot)
     counts = {
         r["rtype"]: r["n"]
         for r in parsed.groupBy("rtype").agg(F.count(F.lit(1)).alias("n")).collect()
     }
-    buffer_batch(ctx, parsed)
+    buffer_batch(ctx, parsed, outcomes)
     stats: dict[str, Any] = {"job": JOB_NAME, "batch_id": ctx.batch_id}
     stats.update({f"parsed_{k}": int(v) for k, v in counts.items()})
-    stats.update(settle_buffers(ctx, dt.timedelta(seconds=args.max_pending_age_seconds)))
+    stats.update(settle_buffers(ctx, dt.timedelta(seconds=args.max_pending_age_seconds), outcomes))
+    outcomes.flush()
     stats["accounting"] = accounting(ctx)
     write_stats(args.stats_file, stats)
     return stats

@@ -24,11 +24,10 @@ from spark_jobs.common import (
     DUPLICATE,
     SUPERSEDED,
     JobContext,
+    Outcomes,
     accounting,
     base_parser,
-    quarantine,
     read_table,
-    record_status,
     snapshot,
     start,
     with_payloads,
@@ -130,14 +129,14 @@ def resolve_keys(decoded: DataFrame) -> tuple[DataFrame, DataFrame]:
     return winners, losers
 
 
-def quarantine_changes(ctx: JobContext, failed: DataFrame) -> None:
+def quarantine_changes(ctx: JobContext, failed: DataFrame, outcomes: Outcomes) -> None:
     """Quarantine changes (``_err_members``, reason, detail) with each member's raw payload."""
     rows = failed.select(
         F.explode("_err_members").alias("record_id"),
         F.col("_err_reason").alias("reason"),
         F.col("_err_detail").alias("detail"),
     )
-    quarantine(ctx, with_payloads(ctx, rows))
+    outcomes.quarantine(with_payloads(ctx, rows))
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -147,6 +146,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parser.parse_args(argv)
     specs = parse_tables(args.ddl, args.default_schema)
     ctx = start(JOB_NAME, JOB_VERSION, args)
+    outcomes = Outcomes(ctx)
     changes = (
         read_table(ctx.spark, ctx.warehouse.changes, CHANGES_SCHEMA).where(
             F.col("batch_id") == ctx.batch_id
@@ -156,12 +156,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     for spec in specs:
         decoded = decode_table(ctx, spec, changes).transform(snapshot)
         failed = decoded.where(F.col("_err_reason").isNotNull())
-        quarantine_changes(ctx, failed)
+        quarantine_changes(ctx, failed, outcomes)
         good = decoded.where(F.col("_err_reason").isNull()).drop(
             "_err_record", "_err_members", "_err_reason", "_err_detail"
         )
         winners, losers = resolve_keys(good)
-        record_status(ctx, losers)
+        outcomes.status(losers)
         (
             winners.write.format("delta")
             .mode("overwrite")
@@ -186,7 +186,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         F.concat_ws(".", "schema", "table").alias("_err_detail"),
     )
     stats["undeclared"] = undeclared.count()
-    quarantine_changes(ctx, undeclared)
+    quarantine_changes(ctx, undeclared, outcomes)
+    outcomes.flush()
     stats["accounting"] = accounting(ctx)
     write_stats(args.stats_file, stats)
     return stats

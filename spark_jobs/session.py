@@ -30,9 +30,6 @@ def get_session(app_name: str = "airflow-cdc", master: str | None = None) -> Spa
         builder = builder.master(master)
     for key, value in delta_spark_conf().items():
         builder = builder.config(key, value)
-    # Small local runs: few shuffle partitions and few partitions for Delta's log replay.
-    builder = builder.config("spark.sql.shuffle.partitions", "8")
-    builder = builder.config("spark.databricks.delta.snapshotPartitions", "2")
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
     return session

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import os
+import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-import sys
-import tempfile
 
 REPO = Path(__file__).resolve().parent.parent
 os.environ.setdefault("AIRFLOW_CDC_CACHE", str(REPO / ".cache"))

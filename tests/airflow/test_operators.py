@@ -10,33 +10,56 @@ from airflow_cdc.operators.process import ApplyOperator, ReassembleOperator, Res
 
 
 def test_kinesis_landing_arguments_come_from_the_connection(monkeypatch) -> None:
-    monkeypatch.setenv("AIRFLOW_CONN_KIN", json.dumps({
-        "conn_type": "cdc_kinesis", "host": "http://127.0.0.1:4568", "login": "AK",
-        "password": "SECRET", "extra": {"region_name": "eu-west-1"},
-    }))
-    op = LandKinesisOperator(task_id="land", warehouse="/wh", stream="s", kinesis_conn_id="kin",
-                             lateness_seconds=60, max_records_per_shard=5)
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_KIN",
+        json.dumps(
+            {
+                "conn_type": "cdc_kinesis",
+                "host": "http://127.0.0.1:4568",
+                "login": "AK",
+                "password": "SECRET",
+                "extra": {"region_name": "eu-west-1"},
+            }
+        ),
+    )
+    op = LandKinesisOperator(
+        task_id="land",
+        warehouse="/wh",
+        stream="s",
+        kinesis_conn_id="kin",
+        lateness_seconds=60,
+        max_records_per_shard=5,
+    )
     assert op.job_args({}) == [
-        "--stream", "s", "--region", "eu-west-1", "--lateness-seconds", "60",
-        "--max-records-per-shard", "5", "--endpoint-url", "http://127.0.0.1:4568",
+        "--stream",
+        "s",
+        "--region",
+        "eu-west-1",
+        "--lateness-seconds",
+        "60",
+        "--max-records-per-shard",
+        "5",
+        "--endpoint-url",
+        "http://127.0.0.1:4568",
     ]
     env = op.job_env()
-    assert env == {"AWS_DEFAULT_REGION": "eu-west-1", "AWS_ACCESS_KEY_ID": "AK",
-                   "AWS_SECRET_ACCESS_KEY": "SECRET"}
+    assert env == {
+        "AWS_DEFAULT_REGION": "eu-west-1",
+        "AWS_ACCESS_KEY_ID": "AK",
+        "AWS_SECRET_ACCESS_KEY": "SECRET",
+    }
     assert "SECRET" not in " ".join(op.job_args({}))
 
 
 def test_aws_itself_has_no_endpoint(monkeypatch) -> None:
     monkeypatch.setenv("AIRFLOW_CONN_AWS_KIN", json.dumps({"conn_type": "cdc_kinesis"}))
-    op = LandKinesisOperator(task_id="land", warehouse="/wh", stream="s",
-                             kinesis_conn_id="aws_kin")
+    op = LandKinesisOperator(task_id="land", warehouse="/wh", stream="s", kinesis_conn_id="aws_kin")
     assert "--endpoint-url" not in op.job_args({})
     assert op.job_env() == {"AWS_DEFAULT_REGION": "us-east-1"}
 
 
 def test_validation_happens_at_execution_not_construction() -> None:
-    op = LandFilesOperator(task_id="l", warehouse="/wh", path="/d", source="s",
-                           lateness_seconds=-1)
+    op = LandFilesOperator(task_id="l", warehouse="/wh", path="/d", source="s", lateness_seconds=-1)
     with pytest.raises(ValueError, match="lateness_seconds must be >= 0, got -1"):
         op.job_args({})
     bad = ResolveOperator(task_id="r", warehouse="/wh", ddl="CREATE TABLE t (id int)")
@@ -47,8 +70,12 @@ def test_validation_happens_at_execution_not_construction() -> None:
 
 
 def test_templated_fields_are_kept_unrendered() -> None:
-    op = ApplyOperator(task_id="a", warehouse="{{ var.value.wh }}", ddl="{{ var.value.ddl }}",
-                       resolved_source="{{ var.value.src }}")
+    op = ApplyOperator(
+        task_id="a",
+        warehouse="{{ var.value.wh }}",
+        ddl="{{ var.value.ddl }}",
+        resolved_source="{{ var.value.src }}",
+    )
     assert {"warehouse", "batch_id", "ddl", "resolved_source"} <= set(op.template_fields)
     assert op.warehouse == "{{ var.value.wh }}"
     assert op.batch_id == "{{ data_interval_end | ts }}"
@@ -56,8 +83,16 @@ def test_templated_fields_are_kept_unrendered() -> None:
 
 def test_apply_arguments() -> None:
     ddl = "CREATE TABLE t (id int PRIMARY KEY)"
-    op = ApplyOperator(task_id="a", warehouse="/wh", ddl=ddl, resolved_source="src",
-                       tombstone_retention_seconds=0)
-    assert op.job_args({}) == ["--ddl", ddl, "--default-schema", "public",
-                               "--tombstone-retention-seconds", "0",
-                               "--resolved-source", "src"]
+    op = ApplyOperator(
+        task_id="a", warehouse="/wh", ddl=ddl, resolved_source="src", tombstone_retention_seconds=0
+    )
+    assert op.job_args({}) == [
+        "--ddl",
+        ddl,
+        "--default-schema",
+        "public",
+        "--tombstone-retention-seconds",
+        "0",
+        "--resolved-source",
+        "src",
+    ]

@@ -7,15 +7,22 @@ import airflow_cdc
 
 
 def test_provider_entry_point_is_registered() -> None:
-    (entry,) = [e for e in entry_points(group="apache_airflow_provider")
-                if e.value.startswith("airflow_cdc")]
+    (entry,) = [
+        e
+        for e in entry_points(group="apache_airflow_provider")
+        if e.value.startswith("airflow_cdc")
+    ]
     assert entry.load() is airflow_cdc.get_provider_info
 
 
 def test_provider_info_names_importable_modules() -> None:
     info = airflow_cdc.get_provider_info()
-    modules = [m for kind in ("operators", "sensors", "triggers", "hooks")
-               for group in info[kind] for m in group["python-modules"]]
+    modules = [
+        m
+        for kind in ("operators", "sensors", "triggers", "hooks")
+        for group in info[kind]
+        for m in group["python-modules"]
+    ]
     for module in modules:
         importlib.import_module(module)
     (conn,) = info["connection-types"]
@@ -36,10 +43,18 @@ def test_example_dag_parses_without_spark_or_boto3() -> None:
         "print(sorted((t.task_id, sorted(t.downstream_task_ids)) for t in dag.tasks));"
         "print(sorted(m for m in ('pyspark', 'delta', 'boto3') if m in sys.modules))"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True).stdout.splitlines()
-    assert out[-2] == str(sorted([
-        ("land", ["wait_for_resolved"]), ("wait_for_resolved", ["reassemble"]),
-        ("reassemble", ["resolve"]), ("resolve", ["apply"]), ("apply", []),
-    ]))
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    assert out[-2] == str(
+        sorted(
+            [
+                ("land", ["wait_for_resolved"]),
+                ("wait_for_resolved", ["reassemble"]),
+                ("reassemble", ["resolve"]),
+                ("resolve", ["apply"]),
+                ("apply", []),
+            ]
+        )
+    )
     assert out[-1] == "[]"

@@ -21,8 +21,9 @@ def _write_state(warehouse: Path, resolved: str | None) -> str:
 
 
 def _sensor(warehouse: Path, target: str) -> ResolvedTimestampSensor:
-    return ResolvedTimestampSensor(task_id="wait", warehouse=str(warehouse), source="dsql",
-                                   target=target)
+    return ResolvedTimestampSensor(
+        task_id="wait", warehouse=str(warehouse), source="dsql", target=target
+    )
 
 
 def test_poke_waits_until_resolved_passes_the_interval_end(tmp_path: Path) -> None:
@@ -43,8 +44,10 @@ def test_bad_target_is_a_clear_error_at_execution(tmp_path: Path) -> None:
 
 
 def test_state_parsing() -> None:
-    assert parse_state('{"resolved_ts": "2026-01-01T00:00:00"}').isoformat() == \
-        "2026-01-01T00:00:00+00:00"
+    assert (
+        parse_state('{"resolved_ts": "2026-01-01T00:00:00"}').isoformat()
+        == "2026-01-01T00:00:00+00:00"
+    )
     with pytest.raises(ResolvedTimestampUnavailable):
         read_state("/nonexistent/state.json")
 
@@ -71,5 +74,8 @@ def test_trigger_fires_once_resolved_passes(tmp_path: Path) -> None:
         return event.payload
 
     payload = asyncio.run(scenario())
-    assert payload == {"status": "success", "resolved_ts": "2026-01-01T01:05:00+00:00",
-                       "target": "2026-01-01T01:00:00+00:00"}
+    assert payload == {
+        "status": "success",
+        "resolved_ts": "2026-01-01T01:05:00+00:00",
+        "target": "2026-01-01T01:00:00+00:00",
+    }

@@ -22,28 +22,41 @@ from airflow_cdc.submit import SubmitSpec, check_version, job_spec
 def test_apply_job_spec_exactly(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AIRFLOW_CDC_CACHE", "/cache")
     spec = job_spec(
-        "apply", warehouse="/wh", batch_id="2026-01-01T01:00:00+00:00", run_id="scheduled__x",
-        stats_file="/tmp/s.json", job_args=["--ddl", "CREATE TABLE t (id int PRIMARY KEY)"],
-        library="/cache/lib.zip", spark_conf={"spark.executor.memory": "2g"},
+        "apply",
+        warehouse="/wh",
+        batch_id="2026-01-01T01:00:00+00:00",
+        run_id="scheduled__x",
+        stats_file="/tmp/s.json",
+        job_args=["--ddl", "CREATE TABLE t (id int PRIMARY KEY)"],
+        library="/cache/lib.zip",
+        spark_conf={"spark.executor.memory": "2g"},
         env_vars={"A": "1"},
     )
     assert spec == SubmitSpec(
         application=str(job_file("apply")),
         application_args=[
-            "--warehouse", "/wh", "--batch-id", "2026-01-01T01:00:00+00:00",
-            "--run-id", "scheduled__x", "--stats-file", "/tmp/s.json",
-            "--ddl", "CREATE TABLE t (id int PRIMARY KEY)",
+            "--warehouse",
+            "/wh",
+            "--batch-id",
+            "2026-01-01T01:00:00+00:00",
+            "--run-id",
+            "scheduled__x",
+            "--stats-file",
+            "/tmp/s.json",
+            "--ddl",
+            "CREATE TABLE t (id int PRIMARY KEY)",
         ],
         conf={
             "spark.jars.packages": DELTA_PACKAGE,
             "spark.jars.ivy": "/cache/ivy",
             "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
-            "spark.sql.catalog.spark_catalog":
-                "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+            "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
             "spark.databricks.delta.optimizeMetadataQuery.enabled": "true",
             "spark.sql.session.timeZone": "UTC",
             "spark.ui.enabled": "false",
             "spark.ui.showConsoleProgress": "false",
+            "spark.sql.shuffle.partitions": "16",
+            "spark.databricks.delta.snapshotPartitions": "4",
             "spark.pyspark.python": sys.executable,
             "spark.pyspark.driver.python": sys.executable,
             "spark.executor.memory": "2g",
@@ -76,7 +89,7 @@ def test_pinned_version_must_match() -> None:
     installed = installed_job_version("resolve")
     assert check_version("resolve", installed) == installed
     assert check_version("resolve", None) == installed
-    with pytest.raises(JobVersionError, match="pinned to version '0.0.1'"):
+    with pytest.raises(JobVersionError, match=r"pinned to version '0\.0\.1'"):
         check_version("resolve", "0.0.1")
 
 
@@ -84,8 +97,12 @@ def test_library_archive_ships_core_and_jobs_but_no_airflow_layer(tmp_path, monk
     monkeypatch.setenv("AIRFLOW_CDC_CACHE", str(tmp_path))
     archive = library_archive()
     names = set(zipfile.ZipFile(archive).namelist())
-    assert {"airflow_cdc/__init__.py", "airflow_cdc/core/reassembly.py",
-            "spark_jobs/apply.py", "spark_jobs/common.py"} <= names
+    assert {
+        "airflow_cdc/__init__.py",
+        "airflow_cdc/core/reassembly.py",
+        "spark_jobs/apply.py",
+        "spark_jobs/common.py",
+    } <= names
     assert not any(n.startswith(("airflow_cdc/operators", "airflow_cdc/sensors")) for n in names)
     assert library_archive() == archive  # built once per content
 

@@ -1,0 +1,91 @@
+"""Jobs killed at their most delicate points; the re-run loses and duplicates nothing.
+
+Each crash runs the job in its own process (its own Spark) with ``AIRFLOW_CDC_FAULT`` naming
+the point where it dies with exit code 137, as a killed container would.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_cdc.demo import kinesis
+from airflow_cdc.demo.dsql_stream import DDL, TABLES, differences, generate, write_ndjson
+from spark_jobs.common import STATUSES
+from tests.conftest import REPO
+from tests.spark.pipeline import land_dump, live_rows, process
+from tests.spark.test_kinesis_landing import land, raw_records
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+
+def run_killed(job: str, fault: str, *args: str) -> None:
+    env = {**os.environ, "AIRFLOW_CDC_FAULT": fault, "PYTHONPATH": str(REPO)}
+    result = subprocess.run(
+        [sys.executable, str(REPO / "spark_jobs" / f"{job}.py"), *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert result.returncode == 137, result.stderr[-3000:]
+
+
+@pytest.mark.parametrize("fault", ["land:before_commit", "land:after_commit"])
+def test_landing_killed_around_its_commit(
+    fault: str, spark: Any, warehouse: str, kinesis_endpoint: str
+) -> None:
+    name = f"crash-{fault.split(':')[1].replace('_', '-')}"
+    client = kinesis.client(kinesis_endpoint)
+    kinesis.create_stream(client, name, shards=2)
+    deliveries = generate(150, seed=9).deliveries
+    kinesis.put(client, name, deliveries)
+    run_killed(
+        "land_kinesis",
+        fault,
+        "--warehouse",
+        warehouse,
+        "--batch-id",
+        "b1",
+        "--stream",
+        name,
+        "--endpoint-url",
+        kinesis_endpoint,
+    )
+    landed_before = raw_records(spark, warehouse).count() if Path(warehouse).exists() else 0
+    assert landed_before == (0 if fault == "land:before_commit" else len(deliveries))
+
+    rerun = land(warehouse, kinesis_endpoint, name, "b1")
+    assert rerun["landed"] == len(deliveries) - landed_before
+    records = raw_records(spark, warehouse)
+    assert records.count() == len(deliveries)
+    assert records.select("record_id").distinct().count() == len(deliveries)
+
+
+@pytest.mark.parametrize("fault", ["apply:before_merge", "apply:after_merge"])
+def test_apply_killed_around_its_merge(
+    fault: str, spark: Any, warehouse: str, tmp_path: Path
+) -> None:
+    stream = generate(300, seed=13)
+    write_ndjson(stream.deliveries, str(tmp_path / "dump"), files=2)
+    land_dump(warehouse, str(tmp_path / "dump"), "b1")
+    from spark_jobs import reassemble, resolve
+
+    common = ["--warehouse", warehouse, "--batch-id", "b1"]
+    reassemble.main(common)
+    resolve.main([*common, "--ddl", DDL])
+    run_killed("apply", fault, *common, "--ddl", DDL, "--resolved-source", "dump")
+
+    stats = process(warehouse, "b1")  # the retry re-runs every step of the batch
+    accounting = stats["apply"]["accounting"]
+    assert accounting["unprocessed"] == 0
+    assert accounting["landed"] == len(stream.deliveries)
+    assert sum(accounting[s] for s in STATUSES) == accounting["landed"]
+    for table in TABLES:
+        assert differences(stream, table, live_rows(spark, warehouse, table)) == []
