@@ -107,7 +107,7 @@ def merge(
     ctx: JobContext, path: str, spec: TableSpec, staged: DataFrame, extras: list[str]
 ) -> None:
     keys = list(spec.primary_key)
-    values: dict[str, Column] = {}
+    values: dict[str, str | Column] = {}
     for field in staged.schema.fields:
         if field.name.startswith("_cdc_"):
             continue

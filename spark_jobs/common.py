@@ -318,7 +318,7 @@ def _hadoop_path(ctx: JobContext, path: str) -> Any:
     jvm = ctx.spark.sparkContext._jvm
     assert jvm is not None
     hpath = jvm.org.apache.hadoop.fs.Path(path)
-    conf = ctx.spark.sparkContext._jsc.hadoopConfiguration()  # type: ignore[union-attr]
+    conf = ctx.spark.sparkContext._jsc.hadoopConfiguration()
     return hpath, hpath.getFileSystem(conf)
 
 

@@ -77,7 +77,9 @@ def data_type(text: str) -> DataType:
 
 def _split(text: str) -> list[str]:
     """Split on commas that are not inside <> or ()."""
-    parts, depth, current = [], 0, []
+    parts: list[str] = []
+    current: list[str] = []
+    depth = 0
     for char in text:
         if char in "<(":
             depth += 1

@@ -92,7 +92,7 @@ def parse_tables(ddl: str, default_schema: str = "public") -> list[TableSpec]:
     return specs
 
 
-def _table_spec(statement: exp.Expression, default_schema: str) -> TableSpec:
+def _table_spec(statement: exp.Expr, default_schema: str) -> TableSpec:
     if not isinstance(statement, exp.Create) or statement.kind != "TABLE":
         raise DdlError(f"expected CREATE TABLE, got {statement.sql(dialect='postgres')[:80]!r}")
     schema_expr = statement.this

@@ -71,7 +71,13 @@ def _wait_for_port(port: int, process: subprocess.Popen[bytes], timeout: float =
 def client(endpoint: str) -> Any:
     import boto3
 
-    return boto3.client("kinesis", endpoint_url=endpoint, region_name=REGION, **CREDENTIALS)
+    return boto3.client(
+        "kinesis",
+        endpoint_url=endpoint,
+        region_name=REGION,
+        aws_access_key_id=CREDENTIALS["aws_access_key_id"],
+        aws_secret_access_key=CREDENTIALS["aws_secret_access_key"],
+    )
 
 
 def create_stream(kinesis: Any, stream: str, shards: int) -> None:
