@@ -64,16 +64,23 @@ def bare_pass(spark, dump: str) -> int:  # type: ignore[no-untyped-def]
 
     lines = spark.read.text(f"{dump}/*.ndjson")
     data = F.unbase64(F.get_json_object("value", "$.Data")).cast("string")
-    record = F.from_json(data, "type STRING, op STRING, source STRUCT<ts_ns: BIGINT,"
-                         " `schema`: STRING, `table`: STRING>, after MAP<STRING, STRING>,"
-                         " before MAP<STRING, STRING>")
+    record = F.from_json(
+        data,
+        "type STRING, op STRING, source STRUCT<ts_ns: BIGINT,"
+        " `schema`: STRING, `table`: STRING>, after MAP<STRING, STRING>,"
+        " before MAP<STRING, STRING>",
+    )
     return int(lines.select(record.alias("r")).where(F.col("r").isNotNull()).count())
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--records", type=int, default=1_000_000,
-                        help="approximate number of delivered records (default 1,000,000)")
+    parser.add_argument(
+        "--records",
+        type=int,
+        default=1_000_000,
+        help="approximate number of delivered records (default 1,000,000)",
+    )
     parser.add_argument("--format", default="dsql", choices=["dsql"])
     parser.add_argument("--files", type=int, default=8, help="dump files (parallel shards)")
     parser.add_argument("--work", default=str(REPO / ".cache" / "bench"))
@@ -84,12 +91,13 @@ def main() -> int:
     dump, warehouse = str(work / "dump"), str(work / "warehouse")
     started = time.perf_counter()
     # About 1.3 delivered records per change (fragments, redeliveries).
-    stream = generate(max(1, int(args.records / 1.3)), seed=1, customers=50_000,
-                      orders=200_000)
+    stream = generate(max(1, int(args.records / 1.3)), seed=1, customers=50_000, orders=200_000)
     write_ndjson(stream.deliveries, dump, files=args.files)
     total = len(stream.deliveries)
-    print(f"format={args.format} records={total:,} files={args.files} "
-          f"(generated in {time.perf_counter() - started:.0f}s)")
+    print(
+        f"format={args.format} records={total:,} files={args.files} "
+        f"(generated in {time.perf_counter() - started:.0f}s)"
+    )
     del stream
 
     from spark_jobs import apply, land_files, reassemble, resolve
@@ -123,11 +131,18 @@ def main() -> int:
     print(f"\nend-to-end throughput / bare pass = {bare / end_to_end:.3f}")
     print(f"peak memory (driver JVM + Python workers) = {memory.peak / 2**30:.2f} GiB")
     print("accounting: " + " ".join(f"{k}={v:,}" for k, v in sorted(accounting.items())))
-    balanced = accounting["landed"] == total and accounting["unprocessed"] == 0 and sum(
-        accounting[k] for k in ("applied", "superseded", "duplicate", "pending", "quarantined")
-    ) == accounting["landed"]
-    print("landed = applied + superseded + duplicate + pending + quarantined:",
-          "yes" if balanced else "NO")
+    balanced = (
+        accounting["landed"] == total
+        and accounting["unprocessed"] == 0
+        and sum(
+            accounting[k] for k in ("applied", "superseded", "duplicate", "pending", "quarantined")
+        )
+        == accounting["landed"]
+    )
+    print(
+        "landed = applied + superseded + duplicate + pending + quarantined:",
+        "yes" if balanced else "NO",
+    )
     spark.stop()
     return 0 if balanced else 1
 
