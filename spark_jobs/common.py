@@ -87,8 +87,9 @@ class Warehouse:
     def quarantine(self) -> str:
         return self._path("_cdc", "quarantine")
 
-    def staging(self, run: str) -> str:
-        return self._path("_cdc", "_staging", run)
+    def staging(self, source: str, run: str | None = None) -> str:
+        """Scratch space of a landing run; ``run=None`` is the source's whole staging area."""
+        return self._path("_cdc", "_staging", source, *([run] if run else []))
 
     def staged(self, table: TableRef) -> str:
         return self._path("_cdc", "staged", table.qualified)

@@ -97,7 +97,9 @@ def land(
 ) -> dict[str, Any]:
     """Read ``tasks`` (parents before children), then commit records and progress at once."""
     run = f"{ctx.run_id}:{uuid.uuid4().hex[:8]}"
-    staging = ctx.warehouse.staging(uuid.uuid4().hex)
+    # What a crashed run of this source left behind was never committed: drop it.
+    delete_path(ctx, ctx.warehouse.staging(source))
+    staging = ctx.warehouse.staging(source, uuid.uuid4().hex)
     finished = {s for s, c in checkpoints.items() if c.closed}
     progress = dict(checkpoints)
     waiting = [t for t in tasks if t.reopen or t.shard_id not in finished]

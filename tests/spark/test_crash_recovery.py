@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from delta.tables import DeltaTable
 
 from airflow_cdc.demo import kinesis
 from airflow_cdc.demo.dsql_stream import DDL, TABLES, differences, generate, write_ndjson
@@ -58,13 +59,16 @@ def test_landing_killed_around_its_commit(
         "--endpoint-url",
         kinesis_endpoint,
     )
-    landed_before = raw_records(spark, warehouse).count() if Path(warehouse).exists() else 0
+    committed = DeltaTable.isDeltaTable(spark, f"{warehouse}/_cdc/raw")
+    landed_before = raw_records(spark, warehouse).count() if committed else 0
     assert landed_before == (0 if fault == "land:before_commit" else len(deliveries))
 
     rerun = land(warehouse, kinesis_endpoint, name, "b1")
     assert rerun["landed"] == len(deliveries) - landed_before
     records = raw_records(spark, warehouse)
     assert records.count() == len(deliveries)
+    staging = Path(warehouse) / "_cdc" / "_staging" / name
+    assert not staging.exists() or not any(staging.iterdir())  # the crashed run's leftovers
     assert records.select("record_id").distinct().count() == len(deliveries)
 
 
