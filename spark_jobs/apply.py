@@ -28,16 +28,15 @@ from spark_jobs.common import (
     SUPERSEDED,
     JobContext,
     Outcomes,
-    accounting,
     base_parser,
     ensure_table,
     fault_point,
+    finish,
     log,
     read_text,
     snapshot,
     start,
     table_exists,
-    write_stats,
 )
 from spark_jobs.resolve import staged_schema
 from spark_jobs.schemas import struct
@@ -220,10 +219,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         stats["tables"][spec.table.qualified] = apply_table(
             ctx, spec, resolved, retention, outcomes
         )
-    outcomes.flush()
-    stats["accounting"] = accounting(ctx)
-    write_stats(args.stats_file, stats)
-    return stats
+    return finish(ctx, outcomes, stats, args.stats_file)
 
 
 if __name__ == "__main__":

@@ -143,6 +143,16 @@ def start(job: str, version: str, args: argparse.Namespace) -> JobContext:
     return JobContext(spark, Warehouse(args.warehouse), args.batch_id, args.run_id, job, version)
 
 
+def finish(
+    ctx: JobContext, outcomes: Outcomes, stats: dict[str, Any], stats_file: str | None
+) -> dict[str, Any]:
+    """Write the job's outcomes, add the batch's accounting to its stats and report them."""
+    outcomes.flush()
+    stats["accounting"] = accounting(ctx)
+    write_stats(stats_file, stats)
+    return stats
+
+
 def write_stats(path: str | None, stats: dict[str, Any]) -> None:
     """Print the run's counts and write them where the operator picks them up for XCom."""
     text = json.dumps(stats, sort_keys=True, default=str)

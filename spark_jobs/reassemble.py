@@ -30,16 +30,15 @@ from spark_jobs.common import (
     RECORD,
     JobContext,
     Outcomes,
-    accounting,
     base_parser,
     ensure_table,
+    finish,
     insert_new,
     landed_records,
     read_table,
     snapshot,
     start,
     table_exists,
-    write_stats,
 )
 from spark_jobs.schemas import struct
 
@@ -511,10 +510,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     stats: dict[str, Any] = {"job": JOB_NAME, "batch_id": ctx.batch_id}
     stats.update({f"parsed_{k}": int(v) for k, v in counts.items()})
     stats.update(settle_buffers(ctx, dt.timedelta(seconds=args.max_pending_age_seconds), outcomes))
-    outcomes.flush()
-    stats["accounting"] = accounting(ctx)
-    write_stats(args.stats_file, stats)
-    return stats
+    return finish(ctx, outcomes, stats, args.stats_file)
 
 
 if __name__ == "__main__":

@@ -25,13 +25,12 @@ from spark_jobs.common import (
     SUPERSEDED,
     JobContext,
     Outcomes,
-    accounting,
     base_parser,
+    finish,
     read_table,
     snapshot,
     start,
     with_payloads,
-    write_stats,
 )
 from spark_jobs.reassemble import CHANGES_SCHEMA
 from spark_jobs.schemas import struct
@@ -187,10 +186,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     stats["undeclared"] = undeclared.count()
     quarantine_changes(ctx, undeclared, outcomes)
-    outcomes.flush()
-    stats["accounting"] = accounting(ctx)
-    write_stats(args.stats_file, stats)
-    return stats
+    return finish(ctx, outcomes, stats, args.stats_file)
 
 
 if __name__ == "__main__":

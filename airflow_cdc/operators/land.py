@@ -11,6 +11,13 @@ from airflow_cdc.hooks.kinesis import KinesisStreamHook
 from airflow_cdc.operators.base import SparkJobOperator
 
 
+def check_lateness(seconds: float) -> str:
+    """The lateness bound as a job argument; it must be >= 0 seconds."""
+    if seconds < 0:
+        raise ValueError(f"lateness_seconds must be >= 0, got {seconds!r}")
+    return str(seconds)
+
+
 class LandKinesisOperator(SparkJobOperator):
     """Land every shard of a Kinesis stream from its checkpoint to the tip.
 
@@ -44,8 +51,6 @@ class LandKinesisOperator(SparkJobOperator):
         self.max_records_per_shard = max_records_per_shard
 
     def job_args(self, context: Context) -> list[str]:
-        if self.lateness_seconds < 0:
-            raise ValueError(f"lateness_seconds must be >= 0, got {self.lateness_seconds!r}")
         if self.max_records_per_shard < 1:
             raise ValueError(
                 f"max_records_per_shard must be >= 1, got {self.max_records_per_shard!r}"
@@ -57,7 +62,7 @@ class LandKinesisOperator(SparkJobOperator):
             "--region",
             settings["region"],
             "--lateness-seconds",
-            str(self.lateness_seconds),
+            check_lateness(self.lateness_seconds),
             "--max-records-per-shard",
             str(self.max_records_per_shard),
         ]
@@ -92,13 +97,11 @@ class LandFilesOperator(SparkJobOperator):
         self.lateness_seconds = lateness_seconds
 
     def job_args(self, context: Context) -> list[str]:
-        if self.lateness_seconds < 0:
-            raise ValueError(f"lateness_seconds must be >= 0, got {self.lateness_seconds!r}")
         return [
             "--path",
             self.path,
             "--source",
             self.source,
             "--lateness-seconds",
-            str(self.lateness_seconds),
+            check_lateness(self.lateness_seconds),
         ]
