@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from airflow_cdc.demo.dsql_stream import differences, generate, write_ndjson
+from spark_jobs import apply
 from tests.spark.pipeline import land_dump, live_rows, process
 
 pytestmark = pytest.mark.spark
@@ -27,3 +29,119 @@ def test_dump_to_tables_matches_the_generator(spark: Any, warehouse: str, tmp_pa
     assert accounting["landed"] == sum(
         accounting[s] for s in ("applied", "superseded", "duplicate", "pending", "quarantined")
     )
+
+
+def _ndjson(tmp_path: Path, name: str, records: list[dict[str, Any]]) -> str:
+    import json
+
+    from airflow_cdc.demo.dsql_stream import write_ndjson
+
+    directory = tmp_path / name
+    write_ndjson([json.dumps(r) for r in records], str(directory), files=1)
+    return str(directory)
+
+
+# Commit times ten minutes ago: recent enough that the resolved timestamp (now) minus the
+# tombstone retention (a day) has not passed them.
+BASE_NS = time.time_ns() - 600 * 10**9
+
+
+def _change(op: str, step: int, image: dict[str, Any]) -> dict[str, Any]:
+    ts_ns = BASE_NS + step
+    return {
+        "type": "full",
+        "op": op,
+        "before": image if op == "d" else None,
+        "after": None if op == "d" else image,
+        "source": {
+            "version": "1.0",
+            "ts_ns": ts_ns,
+            "txId": f"t{ts_ns}",
+            "schema": "public",
+            "table": "order_items",
+            "db": "postgres",
+            "cluster": "c",
+        },
+    }
+
+
+ITEMS_DDL = (
+    "CREATE TABLE order_items (order_id INT, item_id INT, quantity INT, price NUMERIC(10,2),"
+    " PRIMARY KEY (order_id, item_id))"
+)
+
+
+def test_late_older_changes_and_new_columns_across_batches(
+    spark: Any, warehouse: str, tmp_path: Path
+) -> None:
+    first = [
+        _change("c", 100, {"order_id": 1, "item_id": 1, "quantity": 1, "price": "1.00"}),
+        _change("c", 100, {"order_id": 2, "item_id": 1, "quantity": 1, "price": "1.00"}),
+        _change("d", 300, {"order_id": 2, "item_id": 1}),
+    ]
+    # Batch 2: a column appears ("gift_wrap"), an older update of order 2 arrives late (it
+    # must not resurrect the deleted row), and a replay of an old change of order 1.
+    second = [
+        _change(
+            "u",
+            400,
+            {"order_id": 1, "item_id": 1, "quantity": 5, "price": "2.50", "gift_wrap": True},
+        ),
+        _change("u", 200, {"order_id": 2, "item_id": 1, "quantity": 9, "price": "9.00"}),
+        _change("c", 100, {"order_id": 1, "item_id": 1, "quantity": 1, "price": "1.00"}),
+        _change("c", 500, {"order_id": 3, "item_id": 1, "quantity": 7, "price": "3.00"}),
+    ]
+    for batch, records in (("b1", first), ("b2", second)):
+        land_dump(warehouse, _ndjson(tmp_path, batch, records), batch, source="s")
+        stats = process(warehouse, batch, ddl=ITEMS_DDL, source="s")
+        assert stats["apply"]["accounting"]["unprocessed"] == 0
+    table = spark.read.format("delta").load(f"{warehouse}/public/order_items")
+    rows = {(r["order_id"], r["item_id"]): r.asDict() for r in table.collect()}
+    assert rows[(1, 1)]["quantity"] == 5 and rows[(1, 1)]["gift_wrap"] == "true"
+    assert rows[(3, 1)]["gift_wrap"] is None  # the column stays, null where absent
+    assert rows[(2, 1)]["_cdc_deleted"] is True  # tombstone kept: resolved is not past it
+    assert rows[(2, 1)]["quantity"] is None
+    assert stats["apply"]["accounting"] == {
+        "landed": 4,
+        "applied": 2,
+        "superseded": 2,
+        "duplicate": 0,
+        "pending": 0,
+        "quarantined": 0,
+        "unprocessed": 0,
+    }
+    # Every commit names the job, its version, the Airflow run and the batch.
+    history = spark.sql(f"DESCRIBE HISTORY delta.`{warehouse}/public/order_items`")
+    import json
+
+    metadata = [json.loads(r["userMetadata"]) for r in history.collect() if r["userMetadata"]]
+    assert {m["job"] for m in metadata} == {"apply"}
+    assert {m["batch_id"] for m in metadata} >= {"b1", "b2"}
+    assert all(m["job_version"] == apply.JOB_VERSION for m in metadata)
+
+
+def test_bad_input_is_quarantined_with_reason_and_payload(
+    spark: Any, warehouse: str, tmp_path: Path
+) -> None:
+    stream = generate(80, seed=3)
+    write_ndjson(stream.deliveries, str(tmp_path / "dump"), files=1)
+    land_dump(warehouse, str(tmp_path / "dump"), "b1")
+    process(warehouse, "b1", max_pending_age=3600)
+    quarantine = spark.read.format("delta").load(f"{warehouse}/_cdc/quarantine")
+    reasons = {r["reason"] for r in quarantine.select("reason").collect()}
+    assert {
+        "malformed_json",
+        "unknown_record_type",
+        "missing_key",
+        "decode_error",
+        "crc_mismatch",
+        "undeclared_table",
+    } <= reasons
+    assert quarantine.where("payload IS NULL OR payload = ''").count() == 0
+    ledger = spark.read.format("delta").load(f"{warehouse}/_cdc/ledger")
+    # The set whose last fragment never arrives waits, then expires into quarantine.
+    assert ledger.where("status = 'pending'").count() > 0
+    process(warehouse, "b1", max_pending_age=0.000001)
+    assert ledger.where("status = 'pending'").count() == 0
+    expired = spark.read.format("delta").load(f"{warehouse}/_cdc/quarantine")
+    assert expired.where("reason = 'incomplete_fragment_set'").count() > 0
