@@ -100,7 +100,7 @@ def generate(
         ts_ns = start_ns + n * step + rng.randrange(step)
         table = "customers" if rng.random() < 0.5 else "order_items"
         key, image, op = _change(rng, table, model[table], customers, orders)
-        record = _envelope(op, table, ts_ns, image, rng)
+        record = envelope(op, table, ts_ns, image, rng)
         if op == "d":
             model[table].pop(key, None)
         else:
@@ -184,7 +184,7 @@ def _order_item(rng: random.Random, key: tuple[Any, ...]) -> dict[str, Any]:
     }
 
 
-def _envelope(
+def envelope(
     op: str,
     table: str,
     ts_ns: int,
@@ -254,9 +254,9 @@ def _bad_records(
     ts = start_ns + span_ns // 2
     yield ['{"type": "full", "op": "c", "after": {"id": 1']  # malformed JSON
     yield [json.dumps({"type": "partial", "op": "c"})]  # unknown record type
-    missing_key = _envelope("c", "order_items", ts, {"order_id": 5, "quantity": 1}, rng)
+    missing_key = envelope("c", "order_items", ts, {"order_id": 5, "quantity": 1}, rng)
     yield [json.dumps(missing_key)]
-    undecodable = _envelope(
+    undecodable = envelope(
         "c",
         "order_items",
         ts,
@@ -264,12 +264,12 @@ def _bad_records(
         rng,
     )
     yield [json.dumps(undecodable)]
-    undeclared = _envelope("c", "audit_log", ts, {"id": 1, "what": "login"}, rng)
+    undeclared = envelope("c", "audit_log", ts, {"id": 1, "what": "login"}, rng)
     yield [json.dumps(undeclared)]
     counts["bad"] += 5
     for broken in ("crc", "incomplete"):
         image = _order_item(rng, (10**6 + len(broken), 1)) | {"note": "x" * 3 * fragment_bytes}
-        record = _envelope("c", "order_items", ts, image, rng)
+        record = envelope("c", "order_items", ts, image, rng)
         delivered = _deliver(record, rng, 0, fragment_bytes, counts)
         main = json.loads(delivered[0])
         if broken == "crc":

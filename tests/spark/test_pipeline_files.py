@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import random
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from airflow_cdc.demo.dsql_stream import differences, generate, write_ndjson
+from airflow_cdc.demo.dsql_stream import differences, envelope, generate, write_ndjson
 from spark_jobs import apply
 from tests.spark.pipeline import land_dump, live_rows, process
 
@@ -47,22 +48,7 @@ BASE_NS = time.time_ns() - 600 * 10**9
 
 
 def _change(op: str, step: int, image: dict[str, Any]) -> dict[str, Any]:
-    ts_ns = BASE_NS + step
-    return {
-        "type": "full",
-        "op": op,
-        "before": image if op == "d" else None,
-        "after": None if op == "d" else image,
-        "source": {
-            "version": "1.0",
-            "ts_ns": ts_ns,
-            "txId": f"t{ts_ns}",
-            "schema": "public",
-            "table": "order_items",
-            "db": "postgres",
-            "cluster": "c",
-        },
-    }
+    return envelope(op, "order_items", BASE_NS + step, image, random.Random(step))
 
 
 ITEMS_DDL = (
