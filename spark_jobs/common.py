@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from delta.tables import DeltaTable
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
@@ -247,13 +247,16 @@ class Outcomes:
     def flush(self) -> None:
         ctx = self.ctx
         if self._quarantined:
-            insert_new(ctx.spark, ctx.warehouse.quarantine, _union(self._quarantined), "record_id")
+            insert_new(
+                ctx.spark, ctx.warehouse.quarantine, union_all(self._quarantined), "record_id"
+            )
         if self._statuses:
-            _merge_statuses(ctx, _union(self._statuses))
+            _merge_statuses(ctx, union_all(self._statuses))
         self._statuses, self._quarantined = [], []
 
 
-def _union(frames: list[DataFrame]) -> DataFrame:
+def union_all(frames: list[DataFrame]) -> DataFrame:
+    """The rows of all ``frames`` (same columns, matched by name)."""
     result = frames[0]
     for frame in frames[1:]:
         result = result.unionByName(frame)
@@ -310,10 +313,6 @@ def accounting(ctx: JobContext) -> dict[str, int]:
     result["unprocessed"] = int(counts.get(None, 0))
     result["landed"] = sum(int(n) for n in counts.values())
     return result
-
-
-def in_values(column: str, values: Iterable[str]) -> Column:
-    return F.col(column).isin(list(values))
 
 
 def with_payloads(ctx: JobContext, rows: DataFrame) -> DataFrame:

@@ -39,6 +39,7 @@ from spark_jobs.common import (
     snapshot,
     start,
     table_exists,
+    union_all,
 )
 from spark_jobs.schemas import struct
 
@@ -470,10 +471,9 @@ def _set_states(
     ctx: JobContext, path: str, schema: StructType, updates: list[tuple[DataFrame, str]]
 ) -> None:
     """Move buffered records to new states, in one MERGE."""
-    frames = [ids.select("record_id", F.lit(state).alias("state")) for ids, state in updates]
-    rows = frames[0]
-    for frame in frames[1:]:
-        rows = rows.unionByName(frame)
+    rows = union_all(
+        [ids.select("record_id", F.lit(state).alias("state")) for ids, state in updates]
+    )
     rows = rows.dropDuplicates(["record_id"]).transform(snapshot)
     if rows.isEmpty():
         return

@@ -291,11 +291,6 @@ def _out_of_order(deliveries: list[str], rng: random.Random, window: int) -> lis
     return result
 
 
-def expected_rows(stream: Stream, table: str) -> list[dict[str, Any]]:
-    """The live rows ``table`` must hold, as after images, ordered by key."""
-    return [stream.expected[table][k] for k in sorted(stream.expected[table])]
-
-
 def differences(
     stream: Stream, table: str, rows: list[dict[str, Any]], limit: int = 10
 ) -> list[str]:
