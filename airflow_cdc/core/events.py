@@ -46,6 +46,11 @@ class ChangeRecord:
     ``before`` and ``after`` are the inline images as parsed JSON objects (or ``None``);
     ``chunked`` names the images that still have to be reassembled from fragments.
     ``sequence`` sorts in commit order (see :mod:`airflow_cdc.core.ordering`).
+    ``key`` is the primary key when the record carries it apart from the images: by column
+    name (a Kafka message key's payload) or by position in the declared key (YDB's and
+    CockroachDB's key arrays). ``partial`` marks an ``after`` image that holds only the changed
+    columns (YDB's UPDATES mode). ``types`` are column types that the record's own schema
+    declares (Kafka Connect), as type families of :mod:`airflow_cdc.core.types`.
     """
 
     table: TableRef
@@ -56,8 +61,46 @@ class ChangeRecord:
     after: dict[str, Any] | None
     chunked: dict[str, ChunkRef]
     transaction_id: str | None = None
+    key: dict[str, Any] | list[Any] | None = None
+    partial: bool = False
+    types: dict[str, str] | None = None
 
     @property
     def kind(self) -> str:
         """``delete`` for op ``d``; every other op, known or not, is an upsert of ``after``."""
         return DELETE if self.op == "d" else UPSERT
+
+
+@dataclass(frozen=True)
+class Message:
+    """One delivered message, as a parser sees it.
+
+    ``value`` and ``key`` are the message's value and key as text (``None`` for a Kafka null);
+    ``position`` sorts in delivery order within the message's partition (the partition offset),
+    the fallback order of formats whose records carry no commit sequence. ``topic`` names the
+    table for formats whose records do not.
+    """
+
+    value: str | None
+    key: str | None = None
+    position: str = ""
+    topic: str | None = None
+
+
+# What a control message does.
+RESOLVED = "resolved"
+HEARTBEAT = "heartbeat"
+TOMBSTONE = "tombstone"
+
+
+@dataclass(frozen=True)
+class Control:
+    """A message that changes no row: a resolved-timestamp marker, a heartbeat, a tombstone.
+
+    ``resolved_us`` is the time (microseconds since the epoch) before which the source
+    guarantees every change has been delivered, where the message says so.
+    """
+
+    kind: str
+    detail: str
+    resolved_us: int | None = None

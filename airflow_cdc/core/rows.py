@@ -9,7 +9,7 @@ from typing import Any
 from airflow_cdc.core.ddl import TableSpec
 from airflow_cdc.core.events import DELETE
 from airflow_cdc.core.exceptions import RecordFormatError
-from airflow_cdc.core.types import decode, decode_undeclared
+from airflow_cdc.core.types import decode, decode_undeclared, family_of, widen
 
 
 @dataclass(frozen=True)
@@ -19,6 +19,7 @@ class DecodedRow:
     ``key_text`` is a canonical text of the primary key, for grouping changes per key.
     ``extra`` holds columns the DDL does not declare (as text); ``special`` the values that
     only a marker can hold (``NaN`` in a numeric, ``infinity`` dates and timestamps).
+    ``set_columns`` names the columns a partial update sets (``None``: the whole row).
     """
 
     key_text: str
@@ -26,24 +27,43 @@ class DecodedRow:
     values: dict[str, Any]
     extra: dict[str, str | None]
     special: dict[str, str]
+    set_columns: list[str] | None = None
 
 
-def decode_row(spec: TableSpec, kind: str, before: Any, after: Any) -> DecodedRow:
+def decode_row(
+    spec: TableSpec,
+    kind: str,
+    before: Any,
+    after: Any,
+    key: dict[str, Any] | list[Any] | None = None,
+    partial: bool = False,
+    types: dict[str, str] | None = None,
+) -> DecodedRow:
     """Decode one change of ``spec``'s table.
 
     A delete is keyed by its ``before`` image (the DSQL rule: "for deletes, the primary key
-    columns appear in the before field"); an upsert is the full ``after`` image.
+    columns appear in the before field"); an upsert is the full ``after`` image, or with
+    ``partial`` only the columns it changes. ``key`` adds the primary key where the record
+    carries it apart from the images: by name, or by position in the declared key. ``types``
+    are the record's own column types, checked against the table's (a change that would lose
+    data is a ``type_conflict``).
 
-    :raises RecordFormatError: ``missing_key`` or ``decode_error`` with the column named.
+    :raises RecordFormatError: ``missing_key``, ``key_mismatch``, ``type_conflict`` or
+        ``decode_error`` with the column named.
     """
     is_delete = kind == DELETE
     image = before if is_delete else after
+    if image is None and key is not None:
+        image = {}
     if not isinstance(image, dict):
         name = "before" if is_delete else "after"
         raise RecordFormatError("missing_image", f"{name} image is {type(image).__name__}")
+    image = {**image, **_key_columns(spec, key)}
     missing = [k for k in spec.primary_key if image.get(k) is None]
     if missing:
         raise RecordFormatError("missing_key", f"key columns {missing} are absent or null")
+    if types:
+        _check_types(spec, types, image)
     values: dict[str, Any] = {}
     special: dict[str, str] = {}
     for column in spec.columns:
@@ -59,4 +79,39 @@ def decode_row(spec: TableSpec, kind: str, before: Any, after: Any) -> DecodedRo
         declared = {c.name for c in spec.columns}
         extra = {k: decode_undeclared(v) for k, v in image.items() if k not in declared}
     key_text = json.dumps([image[k] for k in spec.primary_key], sort_keys=True, default=str)
-    return DecodedRow(key_text, is_delete, values, extra, special)
+    set_columns = None
+    if partial and not is_delete:
+        set_columns = sorted(k for k in image if k not in spec.primary_key)
+    return DecodedRow(key_text, is_delete, values, extra, special, set_columns)
+
+
+def _key_columns(spec: TableSpec, key: dict[str, Any] | list[Any] | None) -> dict[str, Any]:
+    if key is None:
+        return {}
+    if isinstance(key, dict):
+        return {k: v for k, v in key.items() if k in spec.primary_key}
+    if len(key) != len(spec.primary_key):
+        raise RecordFormatError(
+            "key_mismatch",
+            f"key {key!r} has {len(key)} components, {spec.table.qualified} declares"
+            f" {list(spec.primary_key)}",
+        )
+    return dict(zip(spec.primary_key, key, strict=True))
+
+
+def _check_types(spec: TableSpec, types: dict[str, str], image: dict[str, Any]) -> None:
+    for name in image:
+        column = spec.column(name)
+        incoming = types.get(name)
+        if column is None or incoming is None:
+            continue
+        try:
+            fits = widen(column, incoming) == column
+        except ValueError:
+            fits = False
+        if not fits:
+            raise RecordFormatError(
+                "type_conflict",
+                f"column {name} is {family_of(column)} in the table but {incoming} in the"
+                " record; converting would lose data",
+            )

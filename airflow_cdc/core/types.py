@@ -35,6 +35,7 @@ MICROS_PER_DAY = 86_400_000_000
 _EPOCH_DATE = dt.date(1970, 1, 1)
 _EPOCH = dt.datetime(1970, 1, 1)
 _INT_RANGES = {
+    "tinyint": (-(2**7), 2**7 - 1),
     "smallint": (-(2**15), 2**15 - 1),
     "integer": (-(2**31), 2**31 - 1),
     "bigint": (-(2**63), 2**63 - 1),
@@ -42,6 +43,7 @@ _INT_RANGES = {
     "interval": (-(2**63), 2**63 - 1),
 }
 _SPARK_TYPES = {
+    "tinyint": "TINYINT",
     "smallint": "SMALLINT",
     "integer": "INT",
     "bigint": "BIGINT",
@@ -141,6 +143,9 @@ def _decimal_shape(column: ColumnSpec) -> tuple[int, int]:
 def _numeric(column: ColumnSpec, value: Any) -> Decoded:
     if isinstance(value, str) and value in SPECIAL_FLOATS:
         return Decoded(None, value)
+    if isinstance(value, float):
+        # JSON numbers (CockroachDB's DECIMAL): the shortest text that reads back the same.
+        value = repr(value)
     _expect(column, value, str, int)
     try:
         number = Decimal(value)
@@ -169,6 +174,8 @@ def _text(column: ColumnSpec, value: Any) -> Decoded:
 
 def _bytea(column: ColumnSpec, value: Any) -> Decoded:
     _expect(column, value, str)
+    if value.startswith("\\x"):
+        return Decoded(bytes.fromhex(value[2:]))
     try:
         return Decoded(base64.b64decode(value, validate=True))
     except binascii.Error as err:
@@ -176,6 +183,8 @@ def _bytea(column: ColumnSpec, value: Any) -> Decoded:
 
 
 def _date(column: ColumnSpec, value: Any) -> Decoded:
+    if isinstance(value, str):
+        return Decoded(dt.date.fromisoformat(value[:10]))
     _expect(column, value, int)
     # The ±infinity sentinels are "derived from epoch-offset arithmetic" and lie far outside
     # the calendar; anything past year 9999 (or before year 1) is one of them.
@@ -186,6 +195,10 @@ def _date(column: ColumnSpec, value: Any) -> Decoded:
 
 
 def _time_of_day(column: ColumnSpec, value: Any) -> Decoded:
+    if isinstance(value, str):
+        parsed = dt.time.fromisoformat(value)
+        value = ((parsed.hour * 60 + parsed.minute) * 60 + parsed.second) * 1_000_000
+        value += parsed.microsecond
     _expect(column, value, int)
     if not 0 <= value <= MICROS_PER_DAY:
         raise DecodeError(column.name, f"{value!r} µs is not a time of day")
@@ -196,6 +209,8 @@ def _time_of_day(column: ColumnSpec, value: Any) -> Decoded:
 
 
 def _timestamp(column: ColumnSpec, value: Any) -> Decoded:
+    if isinstance(value, str):
+        return Decoded(_iso_timestamp(column, value))
     _expect(column, value, int)
     if value == TIMESTAMP_POS_INFINITY:
         return Decoded(None, "infinity")
@@ -210,12 +225,24 @@ def _timestamp(column: ColumnSpec, value: Any) -> Decoded:
     return Decoded(naive)
 
 
+def _iso_timestamp(column: ColumnSpec, value: str) -> dt.datetime:
+    """ISO 8601 text (YDB, CockroachDB, Debezium's ZonedTimestamp), ``Z`` for UTC."""
+    text = value.strip().replace(" ", "T", 1)
+    parsed = dt.datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith("Z") else text)
+    if column.pg_type == "timestamptz":
+        return parsed.replace(tzinfo=dt.UTC) if parsed.tzinfo is None else parsed
+    return parsed.astimezone(dt.UTC).replace(tzinfo=None) if parsed.tzinfo else parsed
+
+
 def _interval(column: ColumnSpec, value: Any) -> Decoded:
     # DSQL already emits null when the total overflows 64 bits; a number is kept as is.
     return _integer(column, value)
 
 
 def _json(column: ColumnSpec, value: Any) -> Decoded:
+    if isinstance(value, dict | list):
+        # CockroachDB emits JSONB columns as JSON values rather than text.
+        return Decoded(json.dumps(value, separators=(",", ":"), sort_keys=True))
     _expect(column, value, str)
     try:
         json.loads(value)
@@ -241,6 +268,7 @@ def _oidvector(column: ColumnSpec, value: Any) -> Decoded:
 
 _DECODERS: dict[str, Callable[[ColumnSpec, Any], Decoded]] = {
     "smallint": _integer,
+    "tinyint": _integer,
     "integer": _integer,
     "bigint": _integer,
     "oid": _integer,
@@ -260,3 +288,74 @@ _DECODERS: dict[str, Callable[[ColumnSpec, Any], Decoded]] = {
     "uuid": _uuid,
     "oidvector": _oidvector,
 }
+
+
+# Lossless widenings, narrow to wide.
+_WIDER = {
+    "tinyint": ("smallint", "integer", "bigint", "double"),
+    "smallint": ("integer", "bigint", "double"),
+    "integer": ("bigint", "double"),
+    "real": ("double",),
+    "date": ("timestamp",),
+}
+_TEXT_LIKE = ("text", "json", "uuid", "time", "timetz")
+
+
+def column_of(name: str, family: str, nullable: bool = True) -> ColumnSpec:
+    """A column of type family ``family`` (``bigint``, ``numeric(38,2)`` ...)."""
+    if family.startswith("numeric(") and family.endswith(")"):
+        precision, scale = (int(p) for p in family[len("numeric(") : -1].split(","))
+        return ColumnSpec(name, "numeric", precision, scale, nullable)
+    if family not in _DECODERS:
+        raise ValueError(f"unknown type family {family!r}")
+    return ColumnSpec(name, family, nullable=nullable)
+
+
+def family_of(column: ColumnSpec) -> str:
+    if column.pg_type == "numeric" and column.precision is not None:
+        return f"numeric({column.precision},{column.scale or 0})"
+    return column.pg_type
+
+
+def column_of_spark(name: str, spark: str) -> ColumnSpec:
+    """The column that a Delta table column of Spark type ``spark`` stores (as DDL text)."""
+    text = spark.strip().upper()
+    if text.startswith("DECIMAL"):
+        precision, scale = (int(p) for p in text[text.index("(") + 1 : -1].split(","))
+        return ColumnSpec(name, "numeric", precision, scale)
+    by_type = {v: k for k, v in _SPARK_TYPES.items() if k not in ("oid", "interval")}
+    by_type.update({"STRING": "text", "INT": "integer", "TIMESTAMP": "timestamptz"})
+    family = by_type.get(text)
+    if family is None:
+        raise ValueError(f"no type family stores Spark type {spark!r}")
+    return ColumnSpec(name, family)
+
+
+def widen(current: ColumnSpec, incoming: str) -> ColumnSpec | None:
+    """The column type that holds both ``current`` values and ``incoming`` ones without loss.
+
+    Returns ``current`` when incoming values fit it (equal or narrower, as int32 into a
+    BIGINT), a wider column when the incoming type is a lossless widening (int32 to int64,
+    float to double, a decimal with more digits), and ``None`` when one of the two would lose
+    data (int64 into a string column, a string into a BIGINT).
+    """
+    new = column_of(current.name, incoming, current.nullable)
+    if new.pg_type == current.pg_type == "numeric":
+        cp, cs = _decimal_shape(current)
+        np_, ns = _decimal_shape(new)
+        scale = max(cs, ns)
+        digits = max(cp - cs, np_ - ns)
+        if digits + scale > 38:
+            return None
+        if (digits + scale, scale) == (cp, cs):
+            return current
+        return ColumnSpec(current.name, "numeric", digits + scale, scale, current.nullable)
+    if new.pg_type == current.pg_type:
+        return current
+    if current.pg_type in _TEXT_LIKE and new.pg_type in _TEXT_LIKE:
+        return current if current.pg_type == "text" else None
+    if current.pg_type in _WIDER.get(new.pg_type, ()):
+        return current
+    if new.pg_type in _WIDER.get(current.pg_type, ()):
+        return new
+    return None

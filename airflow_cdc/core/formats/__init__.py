@@ -1,7 +1,8 @@
 """Parsers for each source's change-record format, one module per format.
 
-A parser turns one record's text into a :class:`~airflow_cdc.core.events.ChangeRecord` or a
-:class:`~airflow_cdc.core.events.Fragment`, or raises
+A parser turns one delivered :class:`~airflow_cdc.core.events.Message` into a
+:class:`~airflow_cdc.core.events.ChangeRecord`, a :class:`~airflow_cdc.core.events.Fragment`
+or a :class:`~airflow_cdc.core.events.Control` message, or raises
 :class:`~airflow_cdc.core.exceptions.RecordFormatError`.
 """
 
@@ -9,11 +10,21 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from airflow_cdc.core.events import ChangeRecord, Fragment
-from airflow_cdc.core.formats import dsql
+from airflow_cdc.core.events import ChangeRecord, Control, Fragment, Message
+from airflow_cdc.core.formats import cockroach, debezium, dsql, ydb
 
-Parser = Callable[[str], ChangeRecord | Fragment]
-PARSERS: dict[str, Parser] = {"dsql": dsql.parse_record}
+Parser = Callable[[Message], ChangeRecord | Fragment | Control]
+PARSERS: dict[str, Parser] = {
+    "dsql": dsql.parse_message,
+    "ydb": ydb.parse_json,
+    "ydb-debezium": ydb.parse_debezium,
+    "cockroachdb": cockroach.parse_message,
+    "arcion": debezium.parse_arcion,
+    "cdl": debezium.parse_cdl,
+    "debezium": debezium.parse_debezium,
+}
+# Formats whose streams carry their own resolved timestamps (resolved messages, heartbeats).
+IN_BAND_RESOLVED = frozenset({"ydb", "cockroachdb", "cdl"})
 
 
 def parser_for(name: str) -> Parser:

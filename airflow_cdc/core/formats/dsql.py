@@ -16,15 +16,23 @@ Rules from the Aurora DSQL CDC reference ("Understanding CDC records"):
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from airflow_cdc.core.events import ChangeRecord, ChunkRef, Fragment, TableRef
+from airflow_cdc.core.events import ChangeRecord, ChunkRef, Fragment, Message, TableRef
 from airflow_cdc.core.exceptions import RecordFormatError
+from airflow_cdc.core.formats.common import integer as _integer
+from airflow_cdc.core.formats.common import kind as _kind
+from airflow_cdc.core.formats.common import load_object
+from airflow_cdc.core.formats.common import require as _require
 from airflow_cdc.core.ordering import sequence_key
 
 RECORD_TYPES = ("full", "chunked", "fragment")
 IMAGES = ("before", "after")
+
+
+def parse_message(message: Message) -> ChangeRecord | Fragment:
+    """Parse one delivered message: its value is the Kinesis record's ``Data``."""
+    return parse_record(message.value or "")
 
 
 def parse_record(text: str) -> ChangeRecord | Fragment:
@@ -32,12 +40,7 @@ def parse_record(text: str) -> ChangeRecord | Fragment:
 
     :raises RecordFormatError: with a stable ``reason`` for the quarantine table.
     """
-    try:
-        doc = json.loads(text)
-    except (json.JSONDecodeError, RecursionError) as err:
-        raise RecordFormatError("malformed_json", str(err)) from err
-    if not isinstance(doc, dict):
-        raise RecordFormatError("malformed_json", f"expected a JSON object, got {_kind(doc)}")
+    doc = load_object(text)
     record_type = doc.get("type")
     if record_type == "fragment":
         return _parse_fragment(doc)
@@ -111,27 +114,3 @@ def _image(value: Any, name: str) -> dict[str, Any] | None:
     raise RecordFormatError(
         "invalid_image", f"{name} must be an object or null, got {_kind(value)}"
     )
-
-
-def _integer(value: Any, name: str) -> int:
-    """An integer given as a JSON number or as a decimal string (as ``crc32c`` is)."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.lstrip("-").isdigit() and value.isascii():
-        return int(value)
-    raise RecordFormatError("missing_field", f"{name} must be an integer, got {value!r}")
-
-
-def _require(doc: dict[str, Any], field: str, kind: type) -> Any:
-    value = doc.get(field)
-    if kind is int and isinstance(value, bool):
-        value = None
-    if not isinstance(value, kind):
-        raise RecordFormatError(
-            "missing_field", f"{field} must be {kind.__name__}, got {_kind(value)}"
-        )
-    return value
-
-
-def _kind(value: Any) -> str:
-    return "null" if value is None else type(value).__name__

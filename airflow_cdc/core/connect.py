@@ -1,0 +1,142 @@
+"""Kafka Connect schemas (JsonConverter's ``{"schema": ..., "payload": ...}``).
+
+A schema-included record says each column's type. :func:`image_types` maps the fields of a
+row image to the type families of :mod:`airflow_cdc.core.types`, and :func:`normalize` turns
+the JSON values of Connect's logical types into the forms the decoders read (days since the
+epoch for dates, microseconds for times and timestamps, decimal text for decimals).
+
+Primitive types: ``int8`` .. ``int64``, ``float32``, ``float64``, ``boolean``, ``string``,
+``bytes`` (Base64 in JSON); ``struct``, ``array`` and ``map`` are kept as JSON text.
+Logical types by ``name``: Connect's ``Decimal`` (Base64 of the unscaled two's-complement
+integer, ``scale`` in ``parameters``), ``Date`` (days), ``Time`` (ms), ``Timestamp`` (ms);
+Debezium's ``io.debezium.time`` types (``Date``, ``Time``, ``MicroTime``, ``NanoTime``,
+``Timestamp``, ``MicroTimestamp``, ``NanoTimestamp``, ``ZonedTimestamp``), ``VariableScaleDecimal``,
+``Json`` and ``Uuid``; any other logical name ending in ``Decimal`` (for example Huawei CDL's
+``com.xxx.cdc.data.Decimal``) is a decimal serialized as a string.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from decimal import Decimal
+from typing import Any
+
+from airflow_cdc.core.exceptions import RecordFormatError
+
+_PRIMITIVES = {
+    "int8": "tinyint",
+    "int16": "smallint",
+    "int32": "integer",
+    "int64": "bigint",
+    "float32": "real",
+    "float": "real",
+    "float64": "double",
+    "double": "double",
+    "boolean": "boolean",
+    "string": "text",
+    "bytes": "bytea",
+    "struct": "json",
+    "array": "json",
+    "map": "json",
+}
+_CONNECT = "org.apache.kafka.connect.data."
+_DEBEZIUM_TIME = "io.debezium.time."
+# Logical type -> (family, factor to microseconds for integer values).
+_LOGICAL: dict[str, tuple[str, int | None]] = {
+    _CONNECT + "Date": ("date", None),
+    _CONNECT + "Time": ("time", 1000),
+    _CONNECT + "Timestamp": ("timestamptz", 1000),
+    _DEBEZIUM_TIME + "Date": ("date", None),
+    _DEBEZIUM_TIME + "Time": ("time", 1000),
+    _DEBEZIUM_TIME + "MicroTime": ("time", 1),
+    _DEBEZIUM_TIME + "NanoTime": ("time", -1000),
+    _DEBEZIUM_TIME + "Timestamp": ("timestamp", 1000),
+    _DEBEZIUM_TIME + "MicroTimestamp": ("timestamp", 1),
+    _DEBEZIUM_TIME + "NanoTimestamp": ("timestamp", -1000),
+    _DEBEZIUM_TIME + "ZonedTimestamp": ("timestamptz", None),
+    _DEBEZIUM_TIME + "ZonedTime": ("text", None),
+    "io.debezium.data.Json": ("json", None),
+    "io.debezium.data.Uuid": ("uuid", None),
+}
+DECIMAL_PRECISION = 38
+
+
+def image_types(envelope: Any, image: str) -> dict[str, dict[str, Any]]:
+    """The Connect field schemas of the row image ``image`` in an envelope schema, by column."""
+    if not isinstance(envelope, dict):
+        return {}
+    for field in envelope.get("fields") or []:
+        if isinstance(field, dict) and field.get("field") == image:
+            return {
+                f["field"]: f
+                for f in field.get("fields") or []
+                if isinstance(f, dict) and isinstance(f.get("field"), str)
+            }
+    return {}
+
+
+def family(field: dict[str, Any]) -> str:
+    """The type family of one Connect field schema (``numeric(38,2)`` for decimals)."""
+    name = field.get("name")
+    if isinstance(name, str):
+        if name in _LOGICAL:
+            return _LOGICAL[name][0]
+        if name.endswith("Decimal"):
+            scale = _decimal_scale(field)
+            return f"numeric({DECIMAL_PRECISION},{scale})" if scale is not None else "numeric"
+    connect_type = field.get("type")
+    if connect_type not in _PRIMITIVES:
+        raise RecordFormatError("invalid_schema", f"unknown Connect type {connect_type!r}")
+    return _PRIMITIVES[connect_type]
+
+
+def normalize(field: dict[str, Any], value: Any) -> Any:
+    """The JSON value of a logical type, in the form the decoders read."""
+    if value is None:
+        return None
+    name = field.get("name")
+    if name in _LOGICAL:
+        factor = _LOGICAL[name][1]
+        if factor is not None and isinstance(value, int) and not isinstance(value, bool):
+            return value * factor if factor > 0 else value // -factor
+        return value
+    if isinstance(name, str) and name.endswith("Decimal"):
+        return _decimal_text(field, value)
+    if field.get("type") in ("struct", "array", "map"):
+        return json.dumps(value, separators=(",", ":"), sort_keys=True)
+    return value
+
+
+def _decimal_scale(field: dict[str, Any]) -> int | None:
+    params = field.get("parameters")
+    if isinstance(params, dict) and "scale" in params:
+        try:
+            return int(params["scale"])
+        except (TypeError, ValueError):
+            return None
+    return None
+
+
+def _decimal_text(field: dict[str, Any], value: Any) -> Any:
+    """Connect's Decimal is Base64 bytes; Debezium's VariableScaleDecimal is {scale, value}.
+
+    Decimals of type ``string`` (``decimal.handling.mode=string``, CDL) are already text.
+    """
+    if isinstance(value, dict) and "value" in value:
+        scale = value.get("scale")
+        encoded = value.get("value")
+    elif field.get("type") == "bytes":
+        scale = _decimal_scale(field)
+        encoded = value
+    else:
+        return value
+    if not isinstance(encoded, str) or not isinstance(scale, int) or isinstance(scale, bool):
+        raise RecordFormatError("decode_error", f"decimal {value!r} has no Base64 value and scale")
+    try:
+        raw = base64.b64decode(encoded, validate=True)
+    except binascii.Error as err:
+        raise RecordFormatError("decode_error", f"decimal {encoded!r} is not Base64") from err
+    unscaled = int.from_bytes(raw, "big", signed=True)
+    return str(Decimal(unscaled).scaleb(-scale))

@@ -1,0 +1,214 @@
+"""Debezium JSON and the formats built on it: Arcion Replicant's JSON CDC, Huawei CDL.
+
+Debezium (schema-included ``{"schema", "payload"}`` or schema-excluded bare payloads):
+``op`` c/u/d/r, ``before``/``after`` images, ``source`` metadata. Order per key:
+
+* Postgres: ``source.lsn``, the change's position in the write-ahead log;
+* MySQL (and Arcion's MySQL source): binlog ``file`` (its numeric suffix), ``pos``, ``row``;
+* otherwise ``source.ts_ms`` and then the Kafka offset.
+
+Snapshot reads (``op`` r, or ``source.snapshot`` true) sort below a streamed change at the
+same position, so a snapshot read never overwrites a newer streamed change. A Kafka message
+with a null value is a tombstone that follows a delete for log compaction: never a row.
+
+Arcion Replicant (JSON CDC for Kafka): "each message contains a key and a value ... a schema
+and a payload"; snapshot events are ``op`` r with ``snapshot`` "true" and no binlog position;
+"before": {} and "after": {} are empty images; "whenever a column that uniquely identifies a
+record is updated ... Replicant generates delete and insert events"; "for each delete
+operation, Replicant generates a tombstone event ... and sets the value to null".
+
+Huawei CDL: ``message_version`` "1.0" is CDL JSON (``DATA_STORE``, ``SEG_OWNER``,
+``TABLE_NAME``, ``OPERATION`` INSERT/UPDATE/DELETE, ``data``/``before``,
+``transaction.properties`` lsn and txId, ``unique`` the primary key); "2.0" is open-source
+Debezium JSON plus ``unique``. A record whose ``message_type`` is not "0" is a heartbeat: it
+advances the resolved timestamp to its time and is never applied as a row.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from airflow_cdc.core import connect
+from airflow_cdc.core.events import HEARTBEAT, TOMBSTONE, ChangeRecord, Control, Message, TableRef
+from airflow_cdc.core.exceptions import RecordFormatError
+from airflow_cdc.core.formats.common import (
+    image,
+    integer,
+    kind,
+    load_json,
+    load_object,
+    optional_integer,
+    position_sequence,
+    require,
+)
+from airflow_cdc.core.ordering import sequence_key
+
+OPERATIONS = {"INSERT": "c", "UPDATE": "u", "DELETE": "d"}
+_BINLOG_NUMBER = re.compile(r"(\d+)$")
+
+
+def parse_debezium(message: Message) -> ChangeRecord | Control:
+    """Parse one Debezium message (schema-included or not); key from the message key."""
+    if message.value is None:
+        return Control(TOMBSTONE, "null value: a tombstone after a delete")
+    schema, payload = _envelope(load_object(message.value))
+    return _change(payload, schema, "after", message, _message_key(message.key))
+
+
+def parse_arcion(message: Message) -> ChangeRecord | Control:
+    """Parse one Arcion Replicant JSON CDC message (key and value, schema and payload)."""
+    return parse_debezium(message)
+
+
+def parse_cdl(message: Message) -> ChangeRecord | Control:
+    """Parse one Huawei CDL message: CDL JSON (1.0) or open-source Debezium JSON (2.0)."""
+    if message.value is None:
+        return Control(TOMBSTONE, "null value")
+    schema, payload = _envelope(load_object(message.value))
+    heartbeat = _heartbeat(payload)
+    if heartbeat is not None:
+        return heartbeat
+    version = payload.get("message_version")
+    key = payload.get("unique") if isinstance(payload.get("unique"), dict) else None
+    if version == "2.0":
+        return _change(payload, schema, "after", message, key or _message_key(message.key))
+    if version != "1.0":
+        raise RecordFormatError("unknown_version", f"message_version {version!r} is not 1.0/2.0")
+    operation = require(payload, "OPERATION", str)
+    if operation not in OPERATIONS:
+        raise RecordFormatError("unknown_operation", f"OPERATION {operation!r}")
+    properties = _properties(payload)
+    lsn = optional_integer(properties.get("lsn"), "transaction.properties.lsn")
+    ts_ms = optional_integer(payload.get("TIMESTAMP"), "TIMESTAMP") or 0
+    op = OPERATIONS[operation]
+    types, after = _typed(schema, "data", image(payload.get("data"), "data"))
+    _, before = _typed(schema, "before", image(payload.get("before"), "before"))
+    txid = properties.get("txId")
+    return ChangeRecord(
+        table=TableRef(require(payload, "SEG_OWNER", str), require(payload, "TABLE_NAME", str)),
+        op=op,
+        sequence=sequence_key(lsn, 1)
+        if lsn is not None
+        else position_sequence(message.position, ts_ms),
+        commit_ts_us=ts_ms * 1000,
+        before=before,
+        after=after if op != "d" else None,
+        chunked={},
+        transaction_id=None if txid is None else str(txid),
+        key=key,
+        types=types or None,
+    )
+
+
+def _envelope(doc: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """(schema, payload) of a JsonConverter envelope, or (None, doc) for a bare payload."""
+    if "payload" in doc and set(doc) <= {"schema", "payload"}:
+        return doc.get("schema"), require(doc, "payload", dict)
+    return None, doc
+
+
+def _message_key(text: str | None) -> dict[str, Any] | None:
+    if text is None:
+        return None
+    doc = load_json(text)
+    if isinstance(doc, dict) and "payload" in doc and set(doc) <= {"schema", "payload"}:
+        doc = doc["payload"]
+    if doc is None:
+        return None
+    if not isinstance(doc, dict):
+        raise RecordFormatError("missing_key", f"the message key is {kind(doc)}, not an object")
+    return doc
+
+
+def _change(
+    payload: dict[str, Any],
+    schema: Any,
+    after_field: str,
+    message: Message,
+    key: dict[str, Any] | None,
+) -> ChangeRecord:
+    op = require(payload, "op", str)
+    source = require(payload, "source", dict)
+    types, after = _typed(schema, after_field, image(payload.get(after_field), after_field))
+    _, before = _typed(schema, "before", image(payload.get("before"), "before"))
+    if op != "d" and after is None:
+        raise RecordFormatError("missing_image", f"op {op!r} needs an after image")
+    ts_ms = optional_integer(source.get("ts_ms"), "source.ts_ms") or 0
+    txid = source.get("txId")
+    return ChangeRecord(
+        table=_table(source),
+        op=op,
+        sequence=_sequence(source, op, ts_ms, message.position),
+        commit_ts_us=ts_ms * 1000,
+        before=before,
+        after=after if op != "d" else None,
+        chunked={},
+        transaction_id=None if txid is None else str(txid),
+        key=key,
+        types=types or None,
+    )
+
+
+def _table(source: dict[str, Any]) -> TableRef:
+    table = require(source, "table", str)
+    schema = source.get("schema") or source.get("db") or ""
+    return TableRef(str(schema), table)
+
+
+def _sequence(source: dict[str, Any], op: str, ts_ms: int, position: str) -> str:
+    snapshot = op == "r" or str(source.get("snapshot", "false")).lower() in ("true", "last")
+    streamed = 0 if snapshot else 1
+    lsn = optional_integer(source.get("lsn"), "source.lsn")
+    if lsn is not None:
+        return sequence_key(lsn, streamed)
+    binlog = source.get("file")
+    if isinstance(binlog, str) and _BINLOG_NUMBER.search(binlog):
+        number = int(_BINLOG_NUMBER.search(binlog).group(1))  # type: ignore[union-attr]
+        pos = optional_integer(source.get("pos"), "source.pos") or 0
+        row = optional_integer(source.get("row"), "source.row") or 0
+        return sequence_key(number, pos, streamed, row)
+    if snapshot and ts_ms == 0:
+        # Arcion's snapshot events carry no position at all: below every streamed change.
+        return position_sequence(position, 0, 0)
+    return position_sequence(position, ts_ms, streamed)
+
+
+def _typed(
+    schema: Any, field: str, values: dict[str, Any] | None
+) -> tuple[dict[str, str], dict[str, Any] | None]:
+    """Column type families from the envelope schema, and the image's normalized values."""
+    fields = connect.image_types(schema, field)
+    if not fields:
+        return {}, values
+    types = {name: connect.family(f) for name, f in fields.items()}
+    if values is None:
+        return types, None
+    normalized = {
+        name: connect.normalize(fields[name], value) if name in fields else value
+        for name, value in values.items()
+    }
+    return types, normalized
+
+
+def _properties(payload: dict[str, Any]) -> dict[str, Any]:
+    transaction = payload.get("transaction")
+    entries = transaction.get("properties") if isinstance(transaction, dict) else None
+    if not isinstance(entries, list):
+        return {}
+    return {e["name"]: e.get("value") for e in entries if isinstance(e, dict) and "name" in e}
+
+
+def _heartbeat(payload: dict[str, Any]) -> Control | None:
+    message_type = payload.get("message_type")
+    if message_type is None or str(message_type) == "0":
+        return None
+    ts_ms = payload.get("TIMESTAMP", payload.get("ts_ms"))
+    if ts_ms is None and isinstance(payload.get("source"), dict):
+        ts_ms = payload["source"].get("ts_ms")
+    resolved = integer(ts_ms, "heartbeat time") * 1000 if ts_ms is not None else None
+    return Control(
+        HEARTBEAT,
+        f"heartbeat {payload.get('HEARTBEAT_IDENTIFIER')} (message_type {message_type})",
+        resolved_us=resolved,
+    )

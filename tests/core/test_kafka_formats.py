@@ -1,0 +1,632 @@
+"""The Kafka-borne formats, each envelope variant, with the seed documents' example records."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from airflow_cdc.core.ddl import parse_tables
+from airflow_cdc.core.events import HEARTBEAT, RESOLVED, TOMBSTONE, ChangeRecord, Control, Message
+from airflow_cdc.core.exceptions import RecordFormatError
+from airflow_cdc.core.formats import parser_for
+from airflow_cdc.core.formats.cockroach import parse_hlc, split_batch
+from airflow_cdc.core.rows import decode_row
+
+
+def parse(fmt: str, value: object, key: object = None, position: str = "p1", topic=None):
+    text = value if isinstance(value, str) or value is None else json.dumps(value)
+    key_text = key if isinstance(key, str) or key is None else json.dumps(key)
+    return parser_for(fmt)(Message(text, key_text, position, topic))
+
+
+def change(fmt: str, value: object, **kwargs) -> ChangeRecord:
+    record = parse(fmt, value, **kwargs)
+    assert isinstance(record, ChangeRecord)
+    return record
+
+
+# --- YDB JSON -------------------------------------------------------------------------------
+
+YDB_TABLE = parse_tables(
+    "CREATE TABLE t (k1 BIGINT, k2 TEXT, payload TEXT, date DATE, PRIMARY KEY (k1, k2))"
+)[0]
+
+
+def test_ydb_updates_mode_holds_only_changed_columns_and_keys_by_position():
+    # Seed: "Sample record of an update in UPDATES mode".
+    record = change(
+        "ydb", {"key": [1, "one"], "update": {"payload": "lorem ipsum", "date": "2022-02-22"}}
+    )
+    assert record.partial and record.kind == "upsert" and record.key == [1, "one"]
+    row = decode_row(YDB_TABLE, record.kind, record.before, record.after, record.key, True)
+    assert row.values["k1"] == 1 and row.values["k2"] == "one"
+    assert row.set_columns == ["date", "payload"]
+    assert str(row.values["date"]) == "2022-02-22"
+
+
+def test_ydb_erase_is_a_delete_keyed_by_the_key_array():
+    # Seed: "Record of an erase": {"key": [2, "two"], "erase": {}}.
+    record = change("ydb", {"key": [2, "two"], "erase": {}})
+    assert record.kind == "delete"
+    row = decode_row(YDB_TABLE, record.kind, record.before, record.after, record.key)
+    assert row.is_delete and row.values["k1"] == 2 and row.values["payload"] is None
+
+
+def test_ydb_new_image_is_a_full_row_and_old_image_alone_cannot_be_applied():
+    record = change(
+        "ydb",
+        {
+            "key": [1, 2, 3],
+            "update": {},
+            "newImage": {"textColumn": "value1", "intColumn": 101, "boolColumn": True},
+            "oldImage": {"textColumn": None, "intColumn": 100, "boolColumn": False},
+        },
+    )
+    assert not record.partial and record.after == {
+        "textColumn": "value1",
+        "intColumn": 101,
+        "boolColumn": True,
+    }
+    with pytest.raises(RecordFormatError) as err:
+        parse("ydb", {"key": [1], "update": {}, "oldImage": {"a": 1}})
+    assert err.value.reason == "no_new_image"
+
+
+def test_ydb_virtual_timestamps_order_and_without_them_the_offset_does():
+    # Seed: "Record with virtual timestamps" ts [1670792400890, 562949953607163].
+    record = change(
+        "ydb",
+        {
+            "key": [1],
+            "update": {"created": "2022-12-12T00:00:00.000000Z", "customer": "Name123"},
+            "ts": [1670792400890, 562949953607163],
+        },
+    )
+    later = change("ydb", {"key": [1], "update": {}, "ts": [1670792400890, 562949953607164]})
+    assert record.sequence < later.sequence
+    assert record.commit_ts_us == 1670792400890 * 1000
+    first = change("ydb", {"key": [1], "update": {}}, position="00000000000000000009")
+    second = change("ydb", {"key": [1], "update": {}}, position="00000000000000000010")
+    assert first.sequence < second.sequence
+
+
+def test_ydb_resolved_message_and_malformed_records():
+    control = parse("ydb", {"resolved": [1670792400890, 562949953607163]})
+    assert control == Control(RESOLVED, control.detail, 1670792400890 * 1000)
+    for bad, reason in [
+        ({"key": [1], "update": {}, "erase": {}}, "unknown_operation"),
+        ({"update": {}}, "missing_field"),
+        ({"key": [1], "update": {}, "ts": [1]}, "missing_field"),
+    ]:
+        with pytest.raises(RecordFormatError) as err:
+            parse("ydb", bad)
+        assert err.value.reason == reason
+
+
+def test_ydb_table_comes_from_the_changefeed_topic():
+    assert change("ydb", {"key": [1], "erase": {}}, topic="shop/orders/feed").table.name == "orders"
+
+
+def test_ydb_key_array_must_match_the_declared_key():
+    record = change("ydb", {"key": [1], "erase": {}})
+    with pytest.raises(RecordFormatError) as err:
+        decode_row(YDB_TABLE, record.kind, record.before, record.after, record.key)
+    assert err.value.reason == "key_mismatch"
+
+
+def test_ydb_debezium_takes_the_key_from_the_message_key():
+    value = {
+        "payload": {
+            "op": "u",
+            "after": {"payload": "x"},
+            "source": {"connector": "ydb", "version": "1.0.0", "ts_ms": 1, "step": 5, "txId": 7},
+        }
+    }
+    record = change("ydb-debezium", value, key={"payload": {"k1": 1, "k2": "one"}})
+    assert (
+        record.key == {"k1": 1, "k2": "one"}
+        and record.sequence
+        < change(
+            "ydb-debezium",
+            {**value, "payload": {**value["payload"], "source": {"step": 5, "txId": 8}}},
+        ).sequence
+    )
+    deleted = change(
+        "ydb-debezium",
+        {"payload": {"op": "d", "source": {"step": 6, "txId": 1}}},
+        key={"payload": {"k1": 1, "k2": "one"}},
+    )
+    row = decode_row(YDB_TABLE, deleted.kind, deleted.before, deleted.after, deleted.key)
+    assert row.is_delete and row.values["k2"] == "one"
+
+
+# --- CockroachDB ----------------------------------------------------------------------------
+
+EMPLOYEES = parse_tables("CREATE TABLE employees (id INT PRIMARY KEY, name TEXT, office TEXT)")[0]
+
+
+def test_crdb_updated_is_compared_exactly_not_as_a_float():
+    assert parse_hlc("1701102296662969433.0000000000") == (1701102296662969433, 0)
+    a = change(
+        "cockroachdb", {"after": {"id": 1}, "key": [1], "updated": "1701102296662969433.0000000001"}
+    )
+    b = change(
+        "cockroachdb", {"after": {"id": 1}, "key": [1], "updated": "1701102296662969433.0000000002"}
+    )
+    # As floats both are 1.7011022966629694e18: equal. The sequences are not.
+    assert float("1701102296662969433.0000000001") == float("1701102296662969433.0000000002")
+    assert a.sequence < b.sequence
+
+
+def test_crdb_wrapped_with_key_in_value_and_the_kafka_key():
+    # Seed: the per-key ordering example.
+    record = change(
+        "cockroachdb",
+        {
+            "after": {"id": 1, "name": "Terry", "office": "new york city"},
+            "key": [1],
+            "updated": "1701102296662969433.0000000000",
+        },
+    )
+    row = decode_row(EMPLOYEES, record.kind, record.before, record.after, record.key)
+    assert row.values == {"id": 1, "name": "Terry", "office": "new york city"}
+    kafka = change("cockroachdb", {"after": {"id": 5, "name": "Robbie"}}, key=[5])
+    assert kafka.key == [5]
+
+
+def test_crdb_wrapped_with_diff_keeps_before():
+    record = change(
+        "cockroachdb",
+        {"after": {"id": 1, "name": "b"}, "before": {"id": 1, "name": "a"}, "key": [1]},
+    )
+    assert record.before == {"id": 1, "name": "a"} and record.after == {"id": 1, "name": "b"}
+
+
+def test_crdb_deletes_as_after_null_or_an_empty_value():
+    # Seed: "[5] {"after": null}".
+    record = change("cockroachdb", {"after": None}, key=[5])
+    row = decode_row(EMPLOYEES, record.kind, record.before, record.after, record.key)
+    assert row.is_delete and row.values["id"] == 5
+    empty = change("cockroachdb", "", key=[6])
+    assert empty.kind == "delete" and empty.key == [6]
+
+
+def test_crdb_bare_row_and_key_only_envelopes():
+    # Seed: envelope=bare with "__crdb__": {"key": [...]}.
+    bare = change(
+        "cockroachdb",
+        {
+            "__crdb__": {"key": ["washington dc", "cd48e501-e86d-4019-9923-2fc9a964b264"]},
+            "city": "washington dc",
+            "status": "available",
+        },
+    )
+    assert bare.key == ["washington dc", "cd48e501-e86d-4019-9923-2fc9a964b264"]
+    assert "__crdb__" not in bare.after
+    row = change("cockroachdb", {"id": 7, "name": "x"}, key=[7], position="00000000000000000003")
+    assert row.after == {"id": 7, "name": "x"} and row.key == [7]
+    with pytest.raises(RecordFormatError) as err:
+        parse("cockroachdb", ["boston", "22222222-2222-4200-8000-000000000002"])
+    assert err.value.reason == "key_only_envelope"
+
+
+def test_crdb_resolved_messages_and_webhook_batches():
+    control = parse("cockroachdb", {"resolved": "1701102330377135318.0000000000"})
+    assert control.kind == RESOLVED and control.resolved_us == 1701102330377135
+    # Seed: the webhook batch example.
+    batch = {
+        "payload": [
+            {"after": {"a": 1, "b": "a"}, "key": [1], "topic": "foo"},
+            {"after": {"a": 1, "b": "b"}, "key": [1], "topic": "foo"},
+        ],
+        "length": 2,
+    }
+    messages = split_batch(batch)
+    assert messages is not None and len(messages) == 2
+    assert change("cockroachdb", messages[1]).table.name == "foo"
+    with pytest.raises(RecordFormatError):
+        split_batch({**batch, "length": 3})
+    with pytest.raises(RecordFormatError) as err:
+        parse("cockroachdb", batch)
+    assert err.value.reason == "unsplit_batch"
+
+
+def test_crdb_duplicates_share_a_sequence():
+    message = {
+        "after": {"id": 3, "name": "Ash"},
+        "key": [3],
+        "updated": "1701102316388801052.0000000000",
+    }
+    first = change("cockroachdb", message, position="1")
+    again = change("cockroachdb", message, position="9")
+    assert first.sequence == again.sequence
+
+
+# --- Arcion ---------------------------------------------------------------------------------
+
+REGION_KEY = {
+    "schema": {
+        "type": "struct",
+        "optional": False,
+        "fields": [{"type": "int32", "optional": False, "field": "r_regionkey"}],
+    },
+    "payload": {"r_regionkey": 1},
+}
+REGION_FIELDS = [
+    {"type": "int32", "optional": False, "field": "r_regionkey"},
+    {"type": "string", "optional": False, "field": "r_name"},
+    {"type": "string", "optional": True, "field": "r_comment"},
+]
+REGION_SCHEMA = {
+    "type": "struct",
+    "fields": [
+        {"type": "struct", "optional": True, "field": "before", "fields": REGION_FIELDS},
+        {"type": "struct", "optional": True, "field": "after", "fields": REGION_FIELDS},
+    ],
+}
+REGION = parse_tables(
+    "CREATE TABLE tpch.region (r_regionkey INT PRIMARY KEY, r_name TEXT, r_comment TEXT)"
+)[0]
+
+
+def arcion(payload: dict) -> dict:
+    return {"schema": REGION_SCHEMA, "payload": payload}
+
+
+def realtime(pos: int) -> dict:
+    return {
+        "connector": "MYSQL",
+        "db": "tpch",
+        "schema": None,
+        "table": "region",
+        "snapshot": "false",
+        "file": "mysql-log.000013",
+        "pos": pos,
+        "row": 1,
+        "ts_ms": 1680799780000,
+    }
+
+
+def test_arcion_snapshot_event_never_beats_a_realtime_one():
+    snap = change(
+        "arcion",
+        arcion(
+            {
+                "before": {},
+                "after": {"r_regionkey": 1, "r_name": "AMERICA", "r_comment": "old"},
+                "source": {
+                    "connector": "MYSQL",
+                    "db": "tpch",
+                    "table": "region",
+                    "snapshot": "true",
+                    "ts_ms": None,
+                    "file": None,
+                    "pos": None,
+                    "row": None,
+                },
+                "op": "r",
+            }
+        ),
+        key=REGION_KEY,
+    )
+    update = change(
+        "arcion",
+        arcion(
+            {
+                "before": {"r_regionkey": 1, "r_name": "AMERICA", "r_comment": "old"},
+                "after": {"r_regionkey": 1, "r_name": "AMERICA", "r_comment": "TestReplication"},
+                "source": realtime(53709),
+                "op": "u",
+            }
+        ),
+        key=REGION_KEY,
+        position="0",
+    )
+    assert snap.before is None  # "before": {} is no image
+    assert snap.sequence < update.sequence and snap.table.qualified == "tpch.region"
+    assert update.types == {"r_regionkey": "integer", "r_name": "text", "r_comment": "text"}
+
+
+def test_arcion_delete_with_empty_after_then_a_null_tombstone():
+    deleted = change(
+        "arcion",
+        arcion(
+            {
+                "before": {"r_regionkey": 1, "r_name": "AMERICA", "r_comment": "TestReplication"},
+                "after": {},
+                "source": realtime(59647),
+                "op": "d",
+            }
+        ),
+        key=REGION_KEY,
+    )
+    row = decode_row(REGION, deleted.kind, deleted.before, deleted.after, deleted.key)
+    assert row.is_delete and row.values["r_regionkey"] == 1
+    tombstone = parse("arcion", None, key=REGION_KEY)
+    assert isinstance(tombstone, Control) and tombstone.kind == TOMBSTONE
+
+
+def test_binlog_position_orders_across_files():
+    a = change(
+        "arcion",
+        arcion(
+            {
+                "after": {"r_regionkey": 1},
+                "source": {**realtime(900), "file": "mysql-log.000013"},
+                "op": "u",
+            }
+        ),
+    )
+    b = change(
+        "arcion",
+        arcion(
+            {
+                "after": {"r_regionkey": 1},
+                "source": {**realtime(5), "file": "mysql-log.000014"},
+                "op": "u",
+            }
+        ),
+    )
+    assert a.sequence < b.sequence
+
+
+# --- Huawei CDL -----------------------------------------------------------------------------
+
+CDL_10 = {
+    "schema": {
+        "type": "struct",
+        "fields": [
+            {"type": "string", "optional": False, "field": "DATA_STORE"},
+            {"type": "string", "optional": False, "field": "SEG_OWNER"},
+            {"type": "string", "optional": False, "field": "TABLE_NAME"},
+            {
+                "type": "int64",
+                "optional": False,
+                "name": "org.apache.kafka.connect.data.Timestamp",
+                "version": 1,
+                "field": "TIMESTAMP",
+            },
+            {"type": "string", "optional": False, "field": "OPERATION"},
+            {"type": "string", "optional": True, "field": "LOB_COLUMNS"},
+            {
+                "type": "struct",
+                "fields": [
+                    {
+                        "type": "array",
+                        "items": {
+                            "type": "struct",
+                            "fields": [
+                                {"type": "string", "optional": False, "field": "name"},
+                                {"type": "int64", "optional": False, "field": "value"},
+                            ],
+                            "optional": False,
+                        },
+                        "optional": False,
+                        "field": "properties",
+                    }
+                ],
+                "optional": False,
+                "name": "transaction",
+                "field": "transaction",
+            },
+            {
+                "type": "struct",
+                "fields": [{"type": "int32", "optional": False, "field": "id"}],
+                "optional": True,
+                "name": "unique",
+                "field": "unique",
+            },
+            {
+                "type": "struct",
+                "fields": [
+                    {"type": "int64", "optional": True, "field": "count1"},
+                    {"type": "int32", "optional": False, "field": "id"},
+                    {
+                        "type": "int64",
+                        "optional": True,
+                        "name": "org.apache.kafka.connect.data.Timestamp",
+                        "version": 1,
+                        "field": "time1",
+                    },
+                    {
+                        "type": "string",
+                        "optional": True,
+                        "name": "com.xxx.cdc.data.Decimal",
+                        "field": "decimalNum",
+                    },
+                ],
+                "optional": True,
+                "name": "data",
+                "field": "data",
+            },
+            {
+                "type": "struct",
+                "fields": [
+                    {"type": "int64", "optional": True, "field": "count1"},
+                    {"type": "int32", "optional": False, "field": "id"},
+                    {
+                        "type": "int64",
+                        "optional": True,
+                        "name": "org.apache.kafka.connect.data.Timestamp",
+                        "version": 1,
+                        "field": "time1",
+                    },
+                    {
+                        "type": "string",
+                        "optional": True,
+                        "name": "com.xxx.cdc.data.Decimal",
+                        "field": "decimalNum",
+                    },
+                ],
+                "optional": True,
+                "name": "before",
+                "field": "before",
+            },
+            {"type": "string", "optional": False, "field": "message_version"},
+            {"type": "string", "optional": False, "field": "message_type"},
+            {"type": "string", "optional": True, "field": "HEARTBEAT_IDENTIFIER"},
+        ],
+        "optional": False,
+        "name": "public.ct_pg2hudi",
+    },
+    "payload": {
+        "DATA_STORE": "POSTGRESQL",
+        "SEG_OWNER": "public",
+        "TABLE_NAME": "ct_pg2hudi",
+        "TIMESTAMP": 1707047996013,
+        "OPERATION": "INSERT",
+        "LOB_COLUMNS": None,
+        "transaction": {
+            "properties": [
+                {"name": "lsn", "value": 163955221008},
+                {"name": "txId", "value": 57227595},
+            ]
+        },
+        "unique": {"id": 34},
+        "data": {"count1": 13, "id": 34, "time1": None, "decimalNum": None},
+        "before": None,
+        "message_version": "1.0",
+        "message_type": "0",
+        "HEARTBEAT_IDENTIFIER": "279fb050-0143-45c1-b184-50bc48c2461c",
+    },
+}
+CT = parse_tables(
+    "CREATE TABLE public.ct_pg2hudi (id INT PRIMARY KEY, count1 BIGINT, time1 TIMESTAMPTZ,"
+    ' "decimalNum" NUMERIC(20, 4))'
+)[0]
+
+
+def test_cdl_10_sample_from_the_seed():
+    record = change("cdl", CDL_10)
+    assert record.table.qualified == "public.ct_pg2hudi" and record.op == "c"
+    assert record.key == {"id": 34} and record.transaction_id == "57227595"
+    assert record.types["time1"] == "timestamptz" and record.types["decimalNum"] == "numeric"
+    row = decode_row(CT, record.kind, record.before, record.after, record.key)
+    assert row.values["count1"] == 13
+
+
+def test_cdl_orders_by_lsn_and_deletes_use_before():
+    payload = CDL_10["payload"]
+    later = {
+        **payload,
+        "OPERATION": "DELETE",
+        "data": None,
+        "before": {"id": 34, "count1": 13},
+        "transaction": {"properties": [{"name": "lsn", "value": 163955221009}]},
+    }
+    deleted = change("cdl", {"schema": CDL_10["schema"], "payload": later})
+    assert deleted.kind == "delete" and change("cdl", CDL_10).sequence < deleted.sequence
+
+
+def test_cdl_heartbeats_advance_the_resolved_timestamp_and_are_never_rows():
+    heartbeat = {**CDL_10["payload"], "message_type": "1", "OPERATION": "HEARTBEAT", "data": None}
+    control = parse("cdl", {"schema": CDL_10["schema"], "payload": heartbeat})
+    assert isinstance(control, Control) and control.kind == HEARTBEAT
+    assert control.resolved_us == 1707047996013 * 1000
+
+
+def test_cdl_20_is_debezium_with_unique():
+    # Seed: the open-source Debezium JSON sample (message_version 2.0).
+    value = {
+        "payload": {
+            "before": None,
+            "after": {"count1": 14, "id": 35, "time1": None, "decimalNum": None},
+            "source": {
+                "version": "1.4.0.Final",
+                "connector": "postgresql",
+                "name": "cdl",
+                "ts_ms": 1707048891235,
+                "snapshot": "false",
+                "db": "cdl",
+                "schema": "public",
+                "table": "ct_pg2hudi",
+                "txId": 57227663,
+                "lsn": 163955586912,
+            },
+            "op": "c",
+            "ts_ms": 1707048984208,
+            "message_version": "2.0",
+            "message_type": "0",
+            "LOB_COLUMNS": None,
+            "unique": {"id": 35},
+        }
+    }
+    record = change("cdl", value)
+    assert record.key == {"id": 35} and record.table.qualified == "public.ct_pg2hudi"
+    assert record.sequence == change("debezium", value).sequence
+
+
+# --- Debezium and Kafka Connect types -------------------------------------------------------
+
+
+def test_postgres_orders_by_lsn_and_snapshot_reads_lose_ties():
+    base = {
+        "before": None,
+        "after": {"id": 1},
+        "op": "r",
+        "source": {
+            "connector": "postgresql",
+            "schema": "inventory",
+            "table": "products",
+            "snapshot": "true",
+            "lsn": 34078720,
+            "ts_ms": 1,
+        },
+    }
+    read = change("debezium", base)
+    streamed = change(
+        "debezium", {**base, "op": "u", "source": {**base["source"], "snapshot": "false"}}
+    )
+    later = change(
+        "debezium",
+        {**base, "op": "u", "source": {**base["source"], "lsn": 34131104, "snapshot": "false"}},
+    )
+    assert read.sequence < streamed.sequence < later.sequence
+
+
+def test_connect_logical_types_are_normalized():
+    fields = [
+        {
+            "type": "bytes",
+            "name": "org.apache.kafka.connect.data.Decimal",
+            "parameters": {"scale": "2"},
+            "field": "price",
+        },
+        {"type": "int32", "name": "io.debezium.time.Date", "field": "day"},
+        {"type": "int64", "name": "io.debezium.time.MicroTimestamp", "field": "at"},
+        {"type": "int64", "name": "org.apache.kafka.connect.data.Timestamp", "field": "ms"},
+        {"type": "struct", "fields": [], "field": "doc"},
+    ]
+    schema = {"type": "struct", "fields": [{"type": "struct", "field": "after", "fields": fields}]}
+    value = {
+        "schema": schema,
+        "payload": {
+            "op": "c",
+            "source": {"table": "t", "schema": "s", "lsn": 1},
+            "after": {"price": "MDk=", "day": 19000, "at": 5, "ms": 7, "doc": {"b": 1}},
+        },
+    }
+    record = change("debezium", value)
+    assert record.after == {"price": "123.45", "day": 19000, "at": 5, "ms": 7000, "doc": '{"b":1}'}
+    assert record.types == {
+        "price": "numeric(38,2)",
+        "day": "date",
+        "at": "timestamp",
+        "ms": "timestamptz",
+        "doc": "json",
+    }
+
+
+def test_type_conflicts_are_reported_and_narrower_values_fit():
+    spec = parse_tables("CREATE TABLE t (id INT PRIMARY KEY, age BIGINT)")[0]
+    row = decode_row(spec, "upsert", None, {"id": 1, "age": 5}, None, False, {"age": "integer"})
+    assert row.values["age"] == 5
+    with pytest.raises(RecordFormatError) as err:
+        decode_row(spec, "upsert", None, {"id": 1, "age": "x"}, None, False, {"age": "text"})
+    assert err.value.reason == "type_conflict" and "age" in str(err.value)
+
+
+def test_a_null_kafka_value_is_a_tombstone_not_a_keyless_delete():
+    record = parse("debezium", None, key={"id": 1})
+    assert isinstance(record, Control) and record.kind == TOMBSTONE
