@@ -7,7 +7,7 @@ CACHE := $(CURDIR)/.cache
 export AIRFLOW_CDC_CACHE := $(CACHE)
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: setup test test-fast lint demo bench clean kinesis-up kinesis-down
+.PHONY: setup test test-fast lint demo bench clean kinesis-up kinesis-down kafka-up
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,11 +19,15 @@ $(CACHE)/.jars: $(BIN)/.installed
 	$(BIN)/python -m spark_jobs.session --resolve-jars
 	touch $@
 
+$(CACHE)/kafka/.installed: scripts/kafka/pom.xml
+	mvn -q -f scripts/kafka/pom.xml dependency:copy-dependencies -DoutputDirectory=$(CACHE)/kafka/libs
+	touch $@
+
 node_modules/.installed: package.json
 	npm install --no-audit --no-fund --silent
 	touch $@
 
-setup: $(BIN)/.installed $(CACHE)/.jars node_modules/.installed
+setup: $(BIN)/.installed $(CACHE)/.jars $(CACHE)/kafka/.installed node_modules/.installed
 
 lint: $(BIN)/.installed
 	$(BIN)/ruff check .
@@ -44,3 +48,6 @@ bench: setup
 
 clean:
 	rm -rf $(VENV) $(CACHE) node_modules .pytest_cache .mypy_cache .ruff_cache
+
+kafka-up: setup
+	$(BIN)/python -m airflow_cdc.demo.kafka

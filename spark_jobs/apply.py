@@ -5,9 +5,11 @@ change that produced it; a staged change only replaces a row whose sequence is l
 late or replayed older change never overwrites newer state. A delete leaves a tombstone
 (``_cdc_deleted``) that keeps an older upsert from resurrecting the row; tombstones are
 removed once the resolved timestamp has passed them by ``--tombstone-retention-seconds``.
-Columns that appear in the stream but not in the DDL are added to the table as strings;
-columns that disappear stay, null in new rows. Query live rows with
-``WHERE NOT _cdc_deleted``.
+Columns that appear in the stream but not in the DDL are added to the table, typed where the
+stream's schema says their type and as strings otherwise; a column the resolve step widened
+(INT to BIGINT) is widened in the table; columns that disappear stay, null in new rows. A
+partial update (YDB's UPDATES mode) sets only its columns and keeps the others. Query live
+rows with ``WHERE NOT _cdc_deleted``.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from spark_jobs.common import (
     JobContext,
     Outcomes,
     base_parser,
+    conform,
     ensure_table,
     fault_point,
     finish,
@@ -38,11 +41,10 @@ from spark_jobs.common import (
     start,
     table_exists,
 )
-from spark_jobs.resolve import staged_schema
 from spark_jobs.schemas import struct
 
 JOB_NAME = "apply"
-JOB_VERSION = "1.0.0"
+JOB_VERSION = "1.1.0"
 
 TARGET_META_DDL = (
     "_cdc_deleted BOOLEAN, _cdc_sequence STRING, _cdc_op STRING, _cdc_commit_ts TIMESTAMP,"
@@ -50,9 +52,9 @@ TARGET_META_DDL = (
 )
 
 
-def target_schema(spec: TableSpec) -> StructType:
-    declared = staged_schema(spec)
-    columns = [f for f in declared.fields if not f.name.startswith("_cdc_")]
+def target_schema(staged: StructType) -> StructType:
+    """The target table of a staged table: its columns, then the target's metadata."""
+    columns = [f for f in staged.fields if not f.name.startswith("_cdc_")]
     return StructType([*columns, *struct(TARGET_META_DDL).fields])
 
 
@@ -106,33 +108,52 @@ def merge(
     ctx: JobContext, path: str, spec: TableSpec, staged: DataFrame, extras: list[str]
 ) -> None:
     keys = list(spec.primary_key)
-    values: dict[str, str | Column] = {}
+    partial = F.col("s._cdc_set_columns")
+    inserted: dict[str, str | Column] = {}
+    updated: dict[str, str | Column] = {}
     for field in staged.schema.fields:
-        if field.name.startswith("_cdc_"):
+        name = field.name
+        if name.startswith("_cdc_"):
             continue
-        values[f"`{field.name}`"] = F.col(f"s.`{field.name}`")
+        inserted[f"`{name}`"] = F.col(f"s.`{name}`")
+        updated[f"`{name}`"] = F.when(
+            partial.isNull() | F.array_contains(partial, name), F.col(f"s.`{name}`")
+        ).otherwise(F.col(f"t.`{name}`"))
     for name in extras:
-        values[f"`{name}`"] = F.when(
-            ~F.col("s._cdc_is_delete"), F.col("s._cdc_extra").getItem(name)
-        )
-    values.update(
-        {
-            "_cdc_deleted": F.col("s._cdc_is_delete"),
-            "_cdc_sequence": F.col("s._cdc_sequence"),
-            "_cdc_op": F.col("s._cdc_op"),
-            "_cdc_commit_ts": F.col("s._cdc_commit_ts"),
-            "_cdc_record_id": F.col("s._cdc_record_id"),
-            "_cdc_batch": F.col("s._cdc_batch"),
-            "_cdc_special_values": F.col("s._cdc_special_values"),
-        }
+        value = F.when(~F.col("s._cdc_is_delete"), F.col("s._cdc_extra").getItem(name))
+        inserted[f"`{name}`"] = value
+        updated[f"`{name}`"] = F.when(
+            partial.isNull() | F.array_contains(partial, name), value
+        ).otherwise(F.col(f"t.`{name}`"))
+    meta: dict[str, str | Column] = {
+        "_cdc_deleted": F.col("s._cdc_is_delete"),
+        "_cdc_sequence": F.col("s._cdc_sequence"),
+        "_cdc_op": F.col("s._cdc_op"),
+        "_cdc_commit_ts": F.col("s._cdc_commit_ts"),
+        "_cdc_record_id": F.col("s._cdc_record_id"),
+        "_cdc_batch": F.col("s._cdc_batch"),
+    }
+    special = F.col("s._cdc_special_values")
+    kept = F.map_filter(
+        F.coalesce(F.col("t._cdc_special_values"), F.create_map().cast("map<string,string>")),
+        lambda k, _: ~F.array_contains(F.coalesce(partial, F.array().cast("array<string>")), k),
     )
     condition = " AND ".join(f"t.`{k}` = s.`{k}`" for k in keys)
     (
         DeltaTable.forPath(ctx.spark, path)
         .alias("t")
         .merge(staged.alias("s"), condition)
-        .whenMatchedUpdate(condition="s._cdc_sequence > t._cdc_sequence", set=values)
-        .whenNotMatchedInsert(values=values)
+        .whenMatchedUpdate(
+            condition="s._cdc_sequence > t._cdc_sequence",
+            set={
+                **updated,
+                **meta,
+                "_cdc_special_values": F.when(partial.isNull(), special).otherwise(
+                    F.map_concat(kept, special)
+                ),
+            },
+        )
+        .whenNotMatchedInsert(values={**inserted, **meta, "_cdc_special_values": special})
         .execute()
     )
 
@@ -177,7 +198,9 @@ def apply_table(
         ctx.spark.read.format("delta").load(staged_path).where(F.col("_cdc_batch") == ctx.batch_id)
     ).transform(snapshot)
     path = ctx.warehouse.target(spec.table)
-    ensure_table(ctx.spark, path, target_schema(spec))
+    schema = target_schema(staged.schema)
+    ensure_table(ctx.spark, path, schema)
+    conform(ctx.spark, path, schema)
     extras = evolve(ctx, path, staged)
     statuses = classify(
         staged, ctx.spark.read.format("delta").load(path), list(spec.primary_key)

@@ -31,7 +31,9 @@ SUPERSEDED = "superseded"
 DUPLICATE = "duplicate"
 PENDING = "pending"
 QUARANTINED = "quarantined"
-STATUSES = (APPLIED, SUPERSEDED, DUPLICATE, PENDING, QUARANTINED)
+# A message that changes no row (a resolved-timestamp marker, a heartbeat, a tombstone).
+CONTROL = "control"
+STATUSES = (APPLIED, SUPERSEDED, DUPLICATE, PENDING, QUARANTINED, CONTROL)
 
 RAW_SCHEMA = struct(
     "record_id STRING, source STRING, stream STRING, shard_id STRING, sequence_number STRING,"
@@ -189,6 +191,30 @@ def ensure_table(
     return DeltaTable.forPath(spark, path)
 
 
+def conform(spark: SparkSession, path: str, schema: StructType) -> None:
+    """Give an existing table every column of ``schema``: add the missing ones, widen the ones
+    whose type ``schema`` widens (Delta's type widening, for example INT to BIGINT)."""
+    if not table_exists(spark, path):
+        return
+    current = {f.name: f.dataType for f in DeltaTable.forPath(spark, path).toDF().schema.fields}
+    added = [f for f in schema.fields if f.name not in current]
+    widened = [f for f in schema.fields if f.name in current and f.dataType != current[f.name]]
+    if added:
+        columns = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in added)
+        spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({columns})")
+        log.info("added columns %s to %s", [f.name for f in added], path)
+    if widened:
+        spark.sql(
+            f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.enableTypeWidening' = 'true')"
+        )
+        for field in widened:
+            spark.sql(
+                f"ALTER TABLE delta.`{path}` ALTER COLUMN `{field.name}`"
+                f" TYPE {field.dataType.simpleString()}"
+            )
+        log.info("widened columns %s of %s", [f.name for f in widened], path)
+
+
 def read_table(spark: SparkSession, path: str, schema: StructType) -> DataFrame:
     """The table at ``path``, or an empty frame of ``schema`` when nothing was written yet."""
     if table_exists(spark, path):
@@ -206,6 +232,7 @@ def insert_new(
     (
         table.alias("t")
         .merge(rows.alias("s"), f"t.{key} = s.{key}")
+        .withSchemaEvolution()
         .whenNotMatchedInsertAll()
         .execute()
     )
@@ -299,7 +326,7 @@ def landed_records(ctx: JobContext, batch_id: str | None = None) -> DataFrame:
 def accounting(ctx: JobContext) -> dict[str, int]:
     """Where the records landed in this batch stand now.
 
-    ``landed`` always equals the sum of the five statuses plus ``unprocessed`` (records no
+    ``landed`` always equals the sum of the statuses plus ``unprocessed`` (records no
     stage has looked at yet, zero once apply has run for the batch).
     """
     records = landed_records(ctx).select("record_id")

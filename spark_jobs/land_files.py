@@ -1,16 +1,28 @@
-"""Land NDJSON dump files (one delivered Kinesis record per line) into the raw Delta table.
+"""Land NDJSON files into the raw Delta table, in one of three layouts.
 
-Each line is a record as the Kinesis API returns it, plus its shard::
+``kinesis``: each line is a record as the Kinesis API returns it, plus its shard::
 
     {"ShardId": "shardId-000000000001", "SequenceNumber": "4968...", "PartitionKey": "k",
      "ApproximateArrivalTimestamp": "2026-01-01T00:00:01.250+00:00", "Data": "<base64>"}
+
+``kafka``: each line is a Kafka message; ``key`` and ``value`` are the message's text (or a
+JSON value, taken as its text), ``null`` for a null key or value::
+
+    {"topic": "orders", "partition": 0, "offset": 42, "timestamp": 1700000000000,
+     "key": "[1]", "value": "{\"after\": {...}}"}
+
+``lines``: each line is one message value, as change-feed sinks write files (CockroachDB's
+cloud-storage sink, including its ``.RESOLVED`` files; webhook batches
+``{"payload": [...], "length": n}`` are split into their messages, each landed as a record).
+Records of a ``lines`` file are ordered by file name, then line.
 
 A file is landed like a shard: from its checkpoint (the last landed line) to its end, one
 Spark task per file. A line that is not such a record is still landed, with its text as the
 data and the reason in ``envelope_error``, so that the reassemble step quarantines it.
 
 Resolved timestamp: a dump is a complete log up to its newest record, so each file counts as
-a closed shard whose horizon is its newest arrival time.
+a closed shard whose horizon is its newest arrival time; for formats with in-band markers
+(``--format`` ydb, cockroachdb, cdl), the newest marker in the files instead.
 """
 
 from __future__ import annotations
@@ -24,13 +36,19 @@ from typing import Any
 
 import fsspec
 
+from airflow_cdc.core.events import Message
+from airflow_cdc.core.exceptions import RecordFormatError
+from airflow_cdc.core.formats import IN_BAND_RESOLVED, resolved_marker
+from airflow_cdc.core.formats.cockroach import split_batch
 from airflow_cdc.core.ordering import pad_decimal
 from spark_jobs.common import base_parser, start, write_stats
 from spark_jobs.landing import ShardTask, land, load_checkpoints, progress_row, record_row
 
 JOB_NAME = "land_files"
-JOB_VERSION = "1.0.0"
+JOB_VERSION = "1.1.0"
+LAYOUTS = ("kinesis", "kafka", "lines")
 LINE_WIDTH = 20
+SUFFIXES = (".ndjson", ".jsonl", ".json", ".txt", ".RESOLVED")
 
 
 def parse_line(line: str) -> tuple[bytes, str | None, dt.datetime | None, str | None]:
@@ -58,16 +76,48 @@ def _timestamp(value: Any) -> dt.datetime | None:
     raise ValueError(f"ApproximateArrivalTimestamp {value!r} is not a time")
 
 
+def _text(value: Any) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False)
+
+
+def kafka_line(line: str) -> dict[str, Any]:
+    """The fields of one ``kafka`` layout line.
+
+    :raises ValueError: when the line is not such a message.
+    """
+    doc = json.loads(line)
+    if not isinstance(doc, dict) or "value" not in doc:
+        raise ValueError("a line must be an object with a value field")
+    offset = doc.get("offset")
+    if offset is not None and (not isinstance(offset, int) or offset < 0):
+        raise ValueError(f"offset {offset!r} is not a non-negative integer")
+    timestamp = doc.get("timestamp")
+    return {
+        "topic": doc.get("topic"),
+        "key": _text(doc.get("key")),
+        "value": _text(doc["value"]),
+        "offset": offset,
+        "arrival": _timestamp(timestamp / 1000 if isinstance(timestamp, int) else timestamp),
+    }
+
+
 class FileReader:
     """Reads one NDJSON file from the line after its checkpoint to its end."""
 
-    def __init__(self, source: str) -> None:
+    def __init__(self, source: str, layout: str = "kinesis", fmt: str | None = None) -> None:
+        if layout not in LAYOUTS:
+            raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
         self.source = source
+        self.layout = layout
+        self.fmt = fmt
 
     def __call__(self, task: ShardTask) -> Iterator[tuple[Any, ...]]:
         start_after = int(task.after_sequence) if task.after_sequence else 0
         last: int | None = None
         newest: dt.datetime | None = None
+        marker: int | None = None
         with fsspec.open(task.shard_id, "rt", encoding="utf-8", errors="surrogateescape") as f:
             for number, line in enumerate(f, start=1):
                 if number <= start_after:
@@ -76,30 +126,119 @@ class FileReader:
                 text = line.rstrip("\n")
                 if not text.strip():
                     continue
-                data, partition_key, arrival, error = parse_line(text)
-                if arrival is not None and (newest is None or arrival > newest):
-                    newest = arrival
-                seq = str(number)
-                yield record_row(
-                    f"file:{task.shard_id}#{number}",
-                    self.source,
-                    task.shard_id,
-                    seq,
-                    pad_decimal(seq, LINE_WIDTH),
-                    partition_key,
-                    arrival,
-                    data,
-                    error,
-                )
+                for row, arrival, message in self._records(task.shard_id, number, text):
+                    if arrival is not None and (newest is None or arrival > newest):
+                        newest = arrival
+                    found = resolved_marker(self.fmt, message) if self.fmt and message else None
+                    if found is not None and (marker is None or found > marker):
+                        marker = found
+                    yield row
         final = str(last) if last is not None else task.after_sequence
+        in_band = self.fmt in IN_BAND_RESOLVED
+        horizon = _from_micros(marker) if in_band else newest
         yield progress_row(
             self.source,
             task.shard_id,
             final,
             pad_decimal(final, LINE_WIDTH) if final else None,
             True,
-            newest,
+            horizon,
         )
+
+    def _records(
+        self, path: str, number: int, text: str
+    ) -> Iterator[tuple[tuple[Any, ...], dt.datetime | None, Message | None]]:
+        line_key = pad_decimal(number, LINE_WIDTH)
+        record_id = f"file:{path}#{number}"
+        if self.layout == "kinesis":
+            data, partition_key, arrival, error = parse_line(text)
+            row = record_row(
+                record_id,
+                self.source,
+                path,
+                str(number),
+                line_key,
+                partition_key,
+                arrival,
+                data,
+                error,
+            )
+            yield row, arrival, None
+            return
+        if self.layout == "kafka":
+            try:
+                doc = kafka_line(text)
+            except (ValueError, TypeError, OverflowError) as err:
+                row = record_row(
+                    record_id,
+                    None,
+                    path,
+                    str(number),
+                    line_key,
+                    None,
+                    None,
+                    text.encode("utf-8", "surrogateescape"),
+                    f"bad Kafka message line: {err}",
+                )
+                yield row, None, None
+                return
+            offset = doc["offset"]
+            position = pad_decimal(offset, LINE_WIDTH) if offset is not None else line_key
+            value = doc["value"]
+            row = record_row(
+                record_id,
+                doc["topic"],
+                path,
+                str(number),
+                position,
+                doc["key"],
+                doc["arrival"],
+                None if value is None else value.encode("utf-8", "surrogateescape"),
+            )
+            yield row, doc["arrival"], Message(value, doc["key"], position, doc["topic"])
+            return
+        yield from self._lines(path, number, text, record_id, line_key)
+
+    def _lines(
+        self, path: str, number: int, text: str, record_id: str, line_key: str
+    ) -> Iterator[tuple[tuple[Any, ...], dt.datetime | None, Message | None]]:
+        try:
+            messages = split_batch(json.loads(text))
+        except (ValueError, RecordFormatError):
+            messages = None  # not a batch (or not JSON): one message, parsed later
+        position = f"{path}#{line_key}"
+        if messages is None:
+            row = record_row(
+                record_id,
+                None,
+                path,
+                str(number),
+                position,
+                None,
+                None,
+                text.encode("utf-8", "surrogateescape"),
+            )
+            yield row, None, Message(text, None, position)
+            return
+        for index, message in enumerate(messages):
+            sub = f"{position}.{index:06d}"
+            row = record_row(
+                f"{record_id}.{index}",
+                None,
+                path,
+                str(number),
+                sub,
+                None,
+                None,
+                message.encode("utf-8"),
+            )
+            yield row, None, Message(message, None, sub)
+
+
+def _from_micros(micros: int | None) -> dt.datetime | None:
+    if micros is None:
+        return None
+    return dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(microseconds=micros)
 
 
 def list_files(path: str) -> list[str]:
@@ -108,7 +247,7 @@ def list_files(path: str) -> list[str]:
     found: list[str] = []
     for candidate in paths:
         if fs.isdir(candidate):
-            found.extend(p for p in fs.find(candidate) if p.endswith((".ndjson", ".jsonl")))
+            found.extend(p for p in fs.find(candidate) if p.endswith(SUFFIXES))
         else:
             found.append(candidate)
     protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
@@ -121,6 +260,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--path", required=True, help="NDJSON file, directory or glob")
     parser.add_argument("--source", required=True, help="name of the landed source")
     parser.add_argument("--lateness-seconds", type=float, default=300.0)
+    parser.add_argument("--layout", choices=LAYOUTS, default="kinesis")
+    parser.add_argument(
+        "--format", help="the records' format, read for in-band resolved timestamps"
+    )
     args = parser.parse_args(argv)
     ctx = start(JOB_NAME, JOB_VERSION, args)
     checkpoints, land_seq = load_checkpoints(ctx, args.source)
@@ -134,10 +277,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         ctx,
         args.source,
         tasks,
-        FileReader(args.source),
+        FileReader(args.source, args.layout, args.format),
         checkpoints,
         land_seq,
-        int(args.lateness_seconds * 1_000_000),
+        0 if args.format in IN_BAND_RESOLVED else int(args.lateness_seconds * 1_000_000),
     )
     write_stats(args.stats_file, stats)
     return stats

@@ -231,13 +231,13 @@ def progress_row(
 
 def record_row(
     record_id: str,
-    stream: str,
+    stream: str | None,
     shard_id: str,
     sequence_number: str,
     seq_key: str,
     partition_key: str | None,
     arrival: dt.datetime | None,
-    data: bytes,
+    data: bytes | None,
     envelope_error: str | None = None,
 ) -> tuple[Any, ...]:
     return (
@@ -248,7 +248,7 @@ def record_row(
         seq_key,
         partition_key,
         arrival,
-        bytearray(data),
+        None if data is None else bytearray(data),
         envelope_error,
         RECORD,
         None,

@@ -19,11 +19,12 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from airflow_cdc.core.events import ChunkRef, Fragment
+from airflow_cdc.core.events import ChunkRef, Control, Fragment, Message
 from airflow_cdc.core.exceptions import RecordFormatError
 from airflow_cdc.core.formats import parser_for
 from airflow_cdc.core.reassembly import COMPLETE, FAILED, assemble
 from spark_jobs.common import (
+    CONTROL,
     DUPLICATE,
     PENDING,
     RAW_SCHEMA,
@@ -44,11 +45,11 @@ from spark_jobs.common import (
 from spark_jobs.schemas import struct
 
 JOB_NAME = "reassemble"
-JOB_VERSION = "1.0.0"
+JOB_VERSION = "1.1.0"
 
 _CHANGE_FIELDS = (
     "schema STRING, table STRING, op STRING, sequence STRING, commit_ts TIMESTAMP,"
-    " before_json STRING, after_json STRING"
+    " before_json STRING, after_json STRING, key_json STRING, partial BOOLEAN, types_json STRING"
 )
 _CHUNK_FIELDS = (
     "before_chunk_id STRING, before_total INT, before_crc BIGINT,"
@@ -85,27 +86,32 @@ _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 def parse_partition(fmt: str) -> Any:
     """A function from raw rows to ``PARSED_SCHEMA`` tuples, for ``mapPartitions``."""
     parse = parser_for(fmt)
+    width = len(PARSED_SCHEMA.fields) - 7
 
     def run(rows: Iterator[Any]) -> Iterator[tuple[Any, ...]]:
         for row in rows:
             head = (row["record_id"], row["batch_id"], row["arrival_ts"])
-            raw = bytes(row["data"] or b"")
-            text = raw.decode("utf-8", errors="replace")
+            raw = None if row["data"] is None else bytes(row["data"])
+            text = None if raw is None else raw.decode("utf-8", errors="replace")
             try:
                 if row["envelope_error"]:
                     raise RecordFormatError("bad_envelope", row["envelope_error"])
                 try:
-                    strict = raw.decode("utf-8")
+                    strict = None if raw is None else raw.decode("utf-8")
                 except UnicodeDecodeError as err:
                     raise RecordFormatError("invalid_utf8", str(err)) from err
-                yield (*head, *_parsed(parse(strict), text))
+                message = Message(strict, row["partition_key"], row["seq_key"] or "", row["stream"])
+                yield (*head, *_parsed(parse(message), text))
             except RecordFormatError as err:
-                yield (*head, "error", err.reason, str(err), text, *([None] * 16))
+                yield (*head, "error", err.reason, str(err), text, *([None] * width))
 
     return run
 
 
-def _parsed(record: Any, text: str) -> tuple[Any, ...]:
+def _parsed(record: Any, text: str | None) -> tuple[Any, ...]:
+    width = len(PARSED_SCHEMA.fields) - 7
+    if isinstance(record, Control):
+        return ("control", record.kind, record.detail, text, *([None] * width))
     if isinstance(record, Fragment):
         return (
             "fragment",
@@ -115,7 +121,7 @@ def _parsed(record: Any, text: str) -> tuple[Any, ...]:
             record.chunk_id,
             record.index,
             record.data,
-            *([None] * 13),
+            *([None] * (width - 3)),
         )
     refs = [record.chunked.get(name) for name in ("before", "after")]
     chunk_cols: list[Any] = []
@@ -136,11 +142,14 @@ def _parsed(record: Any, text: str) -> tuple[Any, ...]:
         _EPOCH + dt.timedelta(microseconds=record.commit_ts_us),
         _dump(record.before),
         _dump(record.after),
+        _dump(record.key),
+        record.partial,
+        _dump(record.types),
         *chunk_cols,
     )
 
 
-def _dump(image: dict[str, Any] | None) -> str | None:
+def _dump(image: dict[str, Any] | list[Any] | None) -> str | None:
     return None if image is None else json.dumps(image, ensure_ascii=False)
 
 
@@ -223,7 +232,14 @@ def settle(row: Any, max_age: dt.timedelta) -> tuple[Any, ...]:
 
 def parse_batch(ctx: JobContext, fmt: str) -> DataFrame:
     records = landed_records(ctx).select(
-        "record_id", "batch_id", "arrival_ts", "data", "envelope_error"
+        "record_id",
+        "batch_id",
+        "arrival_ts",
+        "data",
+        "envelope_error",
+        "partition_key",
+        "seq_key",
+        "stream",
     )
     parsed = records.rdd.mapPartitions(parse_partition(fmt))
     return ctx.spark.createDataFrame(parsed, PARSED_SCHEMA)
@@ -234,6 +250,14 @@ def buffer_batch(ctx: JobContext, parsed: DataFrame, outcomes: Outcomes) -> None
     wh = ctx.warehouse
     errors = parsed.where(F.col("rtype") == "error")
     outcomes.quarantine(errors.select("record_id", "batch_id", "reason", "detail", "payload"))
+    controls = parsed.where(F.col("rtype") == "control")
+    outcomes.status(
+        controls.select(
+            "record_id",
+            F.lit(CONTROL).alias("status"),
+            F.concat_ws(": ", "reason", "detail").alias("reason"),
+        )
+    )
     fragments = parsed.where(F.col("rtype") == "fragment").select(
         *(f.name for f in FRAGMENTS_SCHEMA.fields if f.name != "state"),
         F.lit("open").alias("state"),

@@ -1,48 +1,61 @@
 """Decode changes into typed rows of the declared tables and resolve each key's order.
 
 Per batch and declared table: every change is decoded per the table's DDL (a value that does
-not decode, or a missing key, quarantines the change with its raw records); then per primary
-key only the change with the highest commit sequence survives, the others are marked
-``superseded`` (older) or ``duplicate`` (the same sequence again). Survivors are staged for
-the apply job. Changes of tables nobody declared are quarantined (``undeclared_table``).
+not decode, a missing key, or a type that would lose data quarantines the change with its raw
+records); then per primary key only the change with the highest commit sequence survives, the
+others are marked ``superseded`` (older) or ``duplicate`` (the same sequence again). Partial
+updates (YDB's UPDATES mode) are folded column by column onto the newest full image before
+them. Survivors are staged for the apply job. Changes of tables nobody declared are
+quarantined (``undeclared_table``).
+
+Column types: the DDL's, widened where the target table was widened before, plus the columns
+the stream's own schemas (Kafka Connect) declare; a lossless widening the batch needs (int32
+to int64) is applied to the staged table here and to the target by the apply job.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import replace
 from typing import Any
 
-from pyspark.sql import DataFrame, Window
+from delta.tables import DeltaTable
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from airflow_cdc.core.ddl import TableSpec, parse_tables
 from airflow_cdc.core.exceptions import RecordFormatError
+from airflow_cdc.core.partial import fold
 from airflow_cdc.core.rows import decode_row
-from airflow_cdc.core.types import spark_type
+from airflow_cdc.core.types import column_of, column_of_spark, spark_type, widen
 from spark_jobs.common import (
     DUPLICATE,
     SUPERSEDED,
     JobContext,
     Outcomes,
     base_parser,
+    conform,
     finish,
+    log,
     read_table,
     snapshot,
     start,
+    table_exists,
     with_payloads,
 )
 from spark_jobs.reassemble import CHANGES_SCHEMA
 from spark_jobs.schemas import struct
 
 JOB_NAME = "resolve"
-JOB_VERSION = "1.0.0"
+JOB_VERSION = "1.1.0"
 
 META_DDL = (
     "_cdc_key STRING, _cdc_is_delete BOOLEAN, _cdc_sequence STRING, _cdc_op STRING,"
     " _cdc_commit_ts TIMESTAMP, _cdc_record_id STRING, _cdc_members ARRAY<STRING>,"
     " _cdc_extra MAP<STRING, STRING>, _cdc_special_values MAP<STRING, STRING>,"
-    " _cdc_batch STRING"
+    " _cdc_batch STRING, _cdc_set_columns ARRAY<STRING>"
 )
 
 
@@ -55,17 +68,26 @@ def staged_schema(spec: TableSpec) -> StructType:
 def decode_partition(spec: TableSpec, batch_id: str) -> Any:
     """Rows of ``changes`` -> staged tuples plus (error reason, error detail)."""
     names = [c.name for c in spec.columns]
-    width = len(names) + 10
+    width = len(names) + 11
 
     def run(rows: Iterator[Any]) -> Iterator[tuple[Any, ...]]:
         import json
 
+        def load(text: str | None) -> Any:
+            return json.loads(text) if text else None
+
         for row in rows:
             try:
-                before = json.loads(row["before_json"]) if row["before_json"] else None
-                after = json.loads(row["after_json"]) if row["after_json"] else None
                 kind = "delete" if row["op"] == "d" else "upsert"
-                decoded = decode_row(spec, kind, before, after)
+                decoded = decode_row(
+                    spec,
+                    kind,
+                    load(row["before_json"]),
+                    load(row["after_json"]),
+                    load(row["key_json"]),
+                    bool(row["partial"]),
+                    load(row["types_json"]),
+                )
             except RecordFormatError as err:
                 yield (*([None] * width), row["record_id"], row["members"], err.reason, str(err))
                 continue
@@ -81,6 +103,7 @@ def decode_partition(spec: TableSpec, batch_id: str) -> Any:
                 decoded.extra,
                 decoded.special,
                 batch_id,
+                decoded.set_columns,
                 None,
                 None,
                 None,
@@ -90,7 +113,56 @@ def decode_partition(spec: TableSpec, batch_id: str) -> Any:
     return run
 
 
-def decode_table(ctx: JobContext, spec: TableSpec, changes: DataFrame) -> DataFrame:
+def belongs(spec: TableSpec, only_table: bool) -> Column:
+    """Changes of ``spec``'s table: named by schema and table, by table name alone (formats
+    that name tables by topic), or by nothing at all when a single table is declared."""
+    schema, table = F.col("schema"), F.col("table")
+    exact = (schema == spec.table.schema) & (table == spec.table.name)
+    by_name = (F.coalesce(schema, F.lit("")) == "") & (table == spec.table.name)
+    unnamed = (F.coalesce(schema, F.lit("")) == "") & (F.coalesce(table, F.lit("")) == "")
+    return exact | by_name | (unnamed & F.lit(only_table))
+
+
+def effective_spec(ctx: JobContext, spec: TableSpec, mine: DataFrame) -> TableSpec:
+    """The declared table with the target's current column types and the typed columns that
+    this batch's records declare (widened where that loses nothing)."""
+    columns = {c.name: c for c in spec.columns}
+    target = ctx.warehouse.target(spec.table)
+    if table_exists(ctx.spark, target):
+        for field in DeltaTable.forPath(ctx.spark, target).toDF().schema.fields:
+            if field.name.startswith("_cdc_"):
+                continue
+            stored = field.dataType.simpleString().upper().replace(" ", "")
+            declared = columns.get(field.name)
+            if declared is not None and spark_type(declared).replace(" ", "") == stored:
+                continue
+            nullable = declared.nullable if declared is not None else True
+            try:
+                columns[field.name] = replace(
+                    column_of_spark(field.name, stored), nullable=nullable
+                )
+            except ValueError:
+                log.warning("column %s of %s keeps its declared type", field.name, target)
+    seen = (
+        mine.where(F.col("types_json").isNotNull())
+        .groupBy("types_json")
+        .agg(F.min("sequence").alias("first"))
+        .orderBy("first")
+        .collect()
+    )
+    for row in seen:
+        for name, incoming in json.loads(row["types_json"]).items():
+            current = columns.get(name)
+            if current is None:
+                columns[name] = column_of(name, incoming)
+                continue
+            wider = widen(current, incoming)
+            if wider is not None:
+                columns[name] = wider
+    return TableSpec(spec.table, tuple(columns.values()), spec.primary_key)
+
+
+def decode_table(ctx: JobContext, spec: TableSpec, mine: DataFrame) -> DataFrame:
     schema = staged_schema(spec)
     extended = StructType(
         [
@@ -100,9 +172,6 @@ def decode_table(ctx: JobContext, spec: TableSpec, changes: DataFrame) -> DataFr
                 " _err_detail STRING"
             ).fields,
         ]
-    )
-    mine = changes.where(
-        (F.col("schema") == spec.table.schema) & (F.col("table") == spec.table.name)
     )
     return ctx.spark.createDataFrame(
         mine.rdd.mapPartitions(decode_partition(spec, ctx.batch_id)), extended
@@ -138,6 +207,50 @@ def quarantine_changes(ctx: JobContext, failed: DataFrame, outcomes: Outcomes) -
     outcomes.quarantine(with_payloads(ctx, rows))
 
 
+def fold_partials(decoded: DataFrame, keys: tuple[str, ...]) -> tuple[DataFrame, DataFrame]:
+    """(winners, losers) of keys that have partial updates, folded column by column.
+
+    Per key, in sequence order: changes before the newest full image (or delete) are
+    superseded; the full image and the partial updates after it make one change whose columns
+    are the newest value each one was set to. Without a full image in the batch, the result
+    is itself partial: only the columns some update set.
+    """
+    schema = StructType(
+        [*decoded.schema.fields, *struct("_fold_status STRING, _fold_reason STRING").fields]
+    )
+    names = [f.name for f in decoded.schema.fields]
+    columns = [n for n in names if not n.startswith("_cdc_") and n not in keys]
+
+    def run(group: tuple[str, Iterable[Any]]) -> Iterator[tuple[Any, ...]]:
+        result, losers = fold([r.asDict() for r in group[1]], columns)
+        for loser, status, reason in losers:
+            yield (*(loser[n] for n in names), status, reason)
+        yield (*(result[n] for n in names), None, None)
+
+    rdd = decoded.rdd.map(lambda r: (r["_cdc_key"], r)).groupByKey().flatMap(run)
+    folded = decoded.sparkSession.createDataFrame(rdd, schema).transform(snapshot)
+    winners = folded.where(F.col("_fold_status").isNull()).drop("_fold_status", "_fold_reason")
+    losers = folded.where(F.col("_fold_status").isNotNull()).select(
+        F.explode("_cdc_members").alias("record_id"),
+        F.col("_fold_status").alias("status"),
+        F.col("_fold_reason").alias("reason"),
+    )
+    return winners, losers
+
+
+def resolve_table(decoded: DataFrame, keys: tuple[str, ...]) -> tuple[DataFrame, list[DataFrame]]:
+    """(winners, losers) of one table's decoded changes, partial updates folded."""
+    partial_keys = decoded.where(F.col("_cdc_set_columns").isNotNull()).select("_cdc_key")
+    if partial_keys.isEmpty():
+        winners, losers = resolve_keys(decoded)
+        return winners, [losers]
+    partial_keys = partial_keys.distinct()
+    full = decoded.join(partial_keys, "_cdc_key", "left_anti")
+    winners, losers = resolve_keys(full)
+    folded, fold_losers = fold_partials(decoded.join(partial_keys, "_cdc_key", "left_semi"), keys)
+    return winners.unionByName(folded), [losers, fold_losers]
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = base_parser(__doc__)
     parser.add_argument("--ddl", required=True, help="CREATE TABLE statements of the targets")
@@ -152,23 +265,29 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         )
     ).transform(snapshot)
     stats: dict[str, Any] = {"job": JOB_NAME, "batch_id": ctx.batch_id, "tables": {}}
-    for spec in specs:
-        decoded = decode_table(ctx, spec, changes).transform(snapshot)
+    only_table = len(specs) == 1
+    for declared_spec in specs:
+        mine = changes.where(belongs(declared_spec, only_table))
+        spec = effective_spec(ctx, declared_spec, mine)
+        decoded = decode_table(ctx, spec, mine).transform(snapshot)
         failed = decoded.where(F.col("_err_reason").isNotNull())
         quarantine_changes(ctx, failed, outcomes)
         good = decoded.where(F.col("_err_reason").isNull()).drop(
             "_err_record", "_err_members", "_err_reason", "_err_detail"
         )
-        winners, losers = resolve_keys(good)
-        outcomes.status(losers)
+        winners, losers = resolve_table(good, spec.primary_key)
+        for frame in losers:
+            outcomes.status(frame)
+        path = ctx.warehouse.staged(spec.table)
+        conform(ctx.spark, path, staged_schema(spec))
         (
             winners.write.format("delta")
             .mode("overwrite")
             .option("replaceWhere", f"_cdc_batch = '{ctx.batch_id}'")
             .option("mergeSchema", "true")
-            .save(ctx.warehouse.staged(spec.table))
+            .save(path)
         )
-        staged = read_table(ctx.spark, ctx.warehouse.staged(spec.table), staged_schema(spec))
+        staged = read_table(ctx.spark, path, staged_schema(spec))
         stats["tables"][spec.table.qualified] = {
             "changes": decoded.count(),
             "quarantined": failed.count(),
@@ -176,9 +295,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         }
     declared = F.lit(False)
     for spec in specs:
-        declared = declared | (
-            (F.col("schema") == spec.table.schema) & (F.col("table") == spec.table.name)
-        )
+        declared = declared | belongs(spec, only_table)
     undeclared = changes.where(~declared).select(
         F.col("members").alias("_err_members"),
         F.lit("undeclared_table").alias("_err_reason"),

@@ -8,9 +8,19 @@ from airflow_cdc.demo.dsql_stream import DDL
 from spark_jobs import apply, land_files, reassemble, resolve
 
 
-def land_dump(warehouse: str, path: str, batch: str, source: str = "dump") -> dict[str, Any]:
+def land_dump(
+    warehouse: str,
+    path: str,
+    batch: str,
+    source: str = "dump",
+    layout: str = "kinesis",
+    fmt: str | None = None,
+) -> dict[str, Any]:
     return land_files.main(
         [
+            "--layout",
+            layout,
+            *(["--format", fmt] if fmt else []),
             "--warehouse",
             warehouse,
             "--batch-id",
@@ -31,10 +41,12 @@ def process(
     ddl: str = DDL,
     source: str = "dump",
     max_pending_age: float = 3600.0,
+    fmt: str = "dsql",
 ) -> dict[str, dict[str, Any]]:
     common = ["--warehouse", warehouse, "--batch-id", batch]
+    age = ["--max-pending-age-seconds", str(max_pending_age)]
     return {
-        "reassemble": reassemble.main([*common, "--max-pending-age-seconds", str(max_pending_age)]),
+        "reassemble": reassemble.main([*common, *age, "--format", fmt]),
         "resolve": resolve.main([*common, "--ddl", ddl]),
         "apply": apply.main([*common, "--ddl", ddl, "--resolved-source", source]),
     }

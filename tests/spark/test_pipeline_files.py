@@ -94,6 +94,7 @@ def test_late_older_changes_and_new_columns_across_batches(
         "duplicate": 0,
         "pending": 0,
         "quarantined": 0,
+        "control": 0,
         "unprocessed": 0,
     }
     # Every commit names the job, its version, the Airflow run and the batch.

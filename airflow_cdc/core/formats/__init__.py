@@ -33,3 +33,20 @@ def parser_for(name: str) -> Parser:
         return PARSERS[name]
     except KeyError:
         raise ValueError(f"format must be one of {sorted(PARSERS)}, got {name!r}") from None
+
+
+def resolved_marker(fmt: str, message: Message) -> int | None:
+    """The resolved timestamp (µs) that ``message`` carries, if ``fmt`` has in-band markers.
+
+    Landing calls this on every message of an in-band format; anything that is not a marker
+    (a change, or a bad record that the reassemble step will quarantine) gives ``None``.
+    """
+    if fmt not in IN_BAND_RESOLVED or message.value is None:
+        return None
+    if fmt != "cdl" and '"resolved"' not in message.value:
+        return None
+    try:
+        parsed = PARSERS[fmt](message)
+    except Exception:
+        return None
+    return parsed.resolved_us if isinstance(parsed, Control) else None

@@ -1,0 +1,134 @@
+"""A real Apache Kafka broker in KRaft mode (one combined broker and controller), for tests
+and the demo: started from the jars that ``make setup`` resolves from Maven Central."""
+
+from __future__ import annotations
+
+import base64
+import os
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from airflow_cdc.jobs import cache_dir
+
+SERVER_PROPERTIES = """\
+process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@localhost:{controller}
+listeners=PLAINTEXT://localhost:{port},CONTROLLER://localhost:{controller}
+advertised.listeners=PLAINTEXT://localhost:{port}
+controller.listener.names=CONTROLLER
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+log.dirs={data}
+offsets.topic.replication.factor=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+group.initial.rebalance.delay.ms=0
+auto.create.topics.enable=false
+"""
+
+
+def kafka_libs() -> Path:
+    libs = Path(cache_dir()) / "kafka" / "libs"
+    if not any(libs.glob("kafka_2.13-*.jar")):
+        raise FileNotFoundError(f"no Kafka jars in {libs}: run `make setup`")
+    return libs
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("localhost", 0))
+        return int(probe.getsockname()[1])
+
+
+@contextmanager
+def kafka_broker(startup_timeout: float = 90.0) -> Iterator[str]:
+    """Start a broker on free ports; yields its bootstrap servers; stops and deletes it."""
+    libs = kafka_libs()
+    classpath = f"{libs}/*"
+    with tempfile.TemporaryDirectory(prefix="airflow-cdc-kafka-") as home:
+        port, controller = _free_port(), _free_port()
+        config = Path(home, "server.properties")
+        config.write_text(
+            SERVER_PROPERTIES.format(port=port, controller=controller, data=f"{home}/data")
+        )
+        cluster = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        java = ["java", "-Xmx512m", "-cp", classpath]
+        subprocess.run(
+            [*java, "kafka.tools.StorageTool", "format", "-t", cluster, "-c", str(config)],
+            check=True,
+            capture_output=True,
+        )
+        log = Path(home, "broker.log").open("w")
+        process = subprocess.Popen(
+            [*java, "kafka.Kafka", str(config)], stdout=log, stderr=subprocess.STDOUT
+        )
+        bootstrap = f"localhost:{port}"
+        try:
+            _wait_ready(bootstrap, process, startup_timeout, Path(home, "broker.log"))
+            yield bootstrap
+        finally:
+            process.terminate()
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+            log.close()
+
+
+def _wait_ready(bootstrap: str, process: Any, timeout: float, log: Path) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"Kafka broker exited: {log.read_text()[-2000:]}")
+        try:
+            if admin.list_topics(timeout=2).brokers:
+                return
+        except Exception:  # noqa: BLE001 - not up yet
+            time.sleep(0.5)
+    raise TimeoutError(f"Kafka broker at {bootstrap} not ready after {timeout}s")
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
+        future.result(30)
+
+
+def produce(bootstrap: str, messages: list[dict[str, Any]]) -> None:
+    """Send messages (``topic``, ``partition``, ``key``, ``value`` as text or None)."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    for message in messages:
+        producer.produce(
+            message["topic"],
+            key=None if message["key"] is None else message["key"].encode("utf-8"),
+            value=None if message["value"] is None else message["value"].encode("utf-8"),
+            partition=message["partition"],
+        )
+    remaining = producer.flush(60)
+    if remaining:
+        raise RuntimeError(f"{remaining} messages were not delivered")
+
+
+if __name__ == "__main__":  # python -m airflow_cdc.demo.kafka: a broker until Ctrl-C
+    with kafka_broker() as servers:
+        print(f"Kafka broker (KRaft) at {servers}; Ctrl-C stops it", flush=True)
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            pass
+    os._exit(0)

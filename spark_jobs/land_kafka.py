@@ -1,0 +1,219 @@
+"""Land every partition of Kafka topics into the raw Delta table, exactly once.
+
+The driver takes each partition's high watermark when the run starts; one Spark task per
+partition reads from the offset after its checkpoint up to that watermark with a Kafka
+consumer (no consumer group: the checkpoints are the landed progress rows, committed in the
+same Delta commit as the records). A record keeps the message's key, value (``null`` for a
+null value), topic, partition, offset and timestamp.
+
+Resolved timestamp: for formats with in-band markers (``--format`` ydb, cockroachdb, cdl) a
+partition's horizon is the newest marker landed from it, and the resolved timestamp is the
+minimum over partitions ("the resolved timestamp being the minimum over partitions"). For
+other formats a partition read to its watermark has the run's start time as horizon, minus
+``--lateness-seconds``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from airflow_cdc.core.events import Message
+from airflow_cdc.core.formats import IN_BAND_RESOLVED, resolved_marker
+from airflow_cdc.core.ordering import pad_decimal
+from spark_jobs.common import base_parser, log, start, write_stats
+from spark_jobs.landing import ShardTask, land, load_checkpoints, progress_row, record_row
+
+JOB_NAME = "land_kafka"
+JOB_VERSION = "1.0.0"
+OFFSET_WIDTH = 20
+
+
+def consumer(bootstrap: str, extra: dict[str, str] | None = None) -> Any:
+    from confluent_kafka import Consumer
+
+    return Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "airflow-cdc-landing",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "auto.offset.reset": "earliest",
+            **(extra or {}),
+        }
+    )
+
+
+def shard_id(topic: str, partition: int) -> str:
+    return f"{topic}/{partition}"
+
+
+class KafkaPartitionReader:
+    """Reads one partition from after its checkpoint up to the watermark taken at planning.
+
+    :param watermarks: (low, high) offsets per shard id, taken when the run started.
+    :param max_records: Upper bound on records read from one partition in one run.
+    """
+
+    def __init__(
+        self,
+        bootstrap: str,
+        source: str,
+        watermarks: dict[str, tuple[int, int]],
+        planned_at: dt.datetime,
+        fmt: str | None,
+        max_records: int,
+        timeout: float = 60.0,
+    ) -> None:
+        self.bootstrap = bootstrap
+        self.source = source
+        self.watermarks = watermarks
+        self.planned_at = planned_at
+        self.fmt = fmt
+        self.max_records = max_records
+        self.timeout = timeout
+
+    def __call__(self, task: ShardTask) -> Iterator[tuple[Any, ...]]:
+        from confluent_kafka import KafkaError, TopicPartition
+
+        topic, _, number = task.shard_id.rpartition("/")
+        low, high = self.watermarks[task.shard_id]
+        after = int(task.after_sequence) if task.after_sequence is not None else None
+        first = low if after is None else max(after + 1, low)
+        if after is not None and after + 1 < low:
+            log.warning("%s: offsets %d..%d expired before landing", task.shard_id, after + 1, low)
+        last, marker, read = after, None, 0
+        stop = min(high, first + self.max_records)
+        if first < stop:
+            client = consumer(self.bootstrap)
+            try:
+                client.assign([TopicPartition(topic, int(number), first)])
+                deadline = time.monotonic() + self.timeout
+                while last is None or last < stop - 1:
+                    message = client.poll(1.0)
+                    if message is None:
+                        if time.monotonic() > deadline:
+                            raise TimeoutError(f"{task.shard_id}: nothing after offset {last}")
+                        continue
+                    error = message.error()
+                    if error is not None:
+                        if error.code() == KafkaError._PARTITION_EOF:
+                            continue
+                        raise RuntimeError(f"{task.shard_id}: {error}")
+                    deadline = time.monotonic() + self.timeout
+                    offset = message.offset()
+                    if offset >= stop:
+                        break
+                    row, found = self._record(task.shard_id, topic, message)
+                    if found is not None and (marker is None or found > marker):
+                        marker = found
+                    last, read = offset, read + 1
+                    yield row
+            finally:
+                client.close()
+        caught_up = last is None or last >= high - 1
+        if self.fmt in IN_BAND_RESOLVED:
+            horizon = _from_micros(marker)
+        else:
+            horizon = self.planned_at if caught_up else None
+        final = None if last is None else str(last)
+        yield progress_row(
+            self.source,
+            task.shard_id,
+            final,
+            None if final is None else pad_decimal(final, OFFSET_WIDTH),
+            False,
+            horizon,
+        )
+
+    def _record(self, shard: str, topic: str, message: Any) -> tuple[tuple[Any, ...], int | None]:
+        offset = message.offset()
+        key = message.key()
+        value = message.value()
+        key_text = None if key is None else key.decode("utf-8", errors="replace")
+        _, millis = message.timestamp()
+        arrival = (
+            dt.datetime.fromtimestamp(millis / 1000, dt.UTC) if millis and millis > 0 else None
+        )
+        position = pad_decimal(offset, OFFSET_WIDTH)
+        row = record_row(
+            f"kafka:{shard}@{offset}",
+            topic,
+            shard,
+            str(offset),
+            position,
+            key_text,
+            arrival,
+            value,
+        )
+        found = None
+        if self.fmt in IN_BAND_RESOLVED and value is not None:
+            text = value.decode("utf-8", errors="replace")
+            found = resolved_marker(self.fmt, Message(text, key_text, position, topic))
+        return row, found
+
+
+def _from_micros(micros: int | None) -> dt.datetime | None:
+    if micros is None:
+        return None
+    return dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(microseconds=micros)
+
+
+def plan(bootstrap: str, topics: list[str]) -> dict[str, tuple[int, int]]:
+    """(low, high) watermark offsets of every partition of ``topics``."""
+    from confluent_kafka import TopicPartition
+
+    client = consumer(bootstrap)
+    try:
+        metadata = client.list_topics(timeout=30)
+        marks: dict[str, tuple[int, int]] = {}
+        for topic in topics:
+            described = metadata.topics.get(topic)
+            if described is None or described.error is not None:
+                raise ValueError(f"topic {topic!r} does not exist on {bootstrap}")
+            for number in sorted(described.partitions):
+                low, high = client.get_watermark_offsets(
+                    TopicPartition(topic, number), timeout=30, cached=False
+                )
+                marks[shard_id(topic, number)] = (low, high)
+        return marks
+    finally:
+        client.close()
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = base_parser(__doc__)
+    parser.add_argument("--bootstrap-servers", required=True)
+    parser.add_argument("--topic", action="append", required=True, help="repeat for several")
+    parser.add_argument("--source", help="name of the landed source (default: the first topic)")
+    parser.add_argument("--format", help="the records' format, read for in-band markers")
+    parser.add_argument("--lateness-seconds", type=float, default=300.0)
+    parser.add_argument("--max-records-per-partition", type=int, default=1_000_000)
+    args = parser.parse_args(argv)
+    source = args.source or args.topic[0]
+    ctx = start(JOB_NAME, JOB_VERSION, args)
+    checkpoints, land_seq = load_checkpoints(ctx, source)
+    planned_at = dt.datetime.now(dt.UTC)
+    watermarks = plan(args.bootstrap_servers, args.topic)
+    tasks = [
+        ShardTask(s, checkpoints[s].sequence_number if s in checkpoints else None, reopen=True)
+        for s in watermarks
+    ]
+    reader = KafkaPartitionReader(
+        args.bootstrap_servers,
+        source,
+        watermarks,
+        planned_at,
+        args.format,
+        args.max_records_per_partition,
+    )
+    lateness = 0 if args.format in IN_BAND_RESOLVED else int(args.lateness_seconds * 1_000_000)
+    stats = land(ctx, source, tasks, reader, checkpoints, land_seq, lateness)
+    write_stats(args.stats_file, stats)
+    return stats
+
+
+if __name__ == "__main__":
+    main()
