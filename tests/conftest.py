@@ -55,3 +55,12 @@ def kinesis_endpoint() -> Iterator[str]:
 
     with kinesis_local() as endpoint:
         yield endpoint
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap() -> Iterator[str]:
+    """A real Kafka broker (KRaft mode) for the whole run."""
+    from airflow_cdc.demo.kafka import kafka_broker
+
+    with kafka_broker() as bootstrap:
+        yield bootstrap
