@@ -23,6 +23,10 @@ def get_provider_info() -> dict[str, Any]:
                 "connection-type": "cdc_kinesis",
                 "hook-class-name": "airflow_cdc.hooks.kinesis.KinesisStreamHook",
             },
+            {
+                "connection-type": "cdc_kafka",
+                "hook-class-name": "airflow_cdc.hooks.kafka.KafkaClusterHook",
+            },
         ],
         "operators": [
             {
@@ -48,7 +52,7 @@ def get_provider_info() -> dict[str, Any]:
         "hooks": [
             {
                 "integration-name": "Change Data Capture",
-                "python-modules": ["airflow_cdc.hooks.kinesis"],
+                "python-modules": ["airflow_cdc.hooks.kinesis", "airflow_cdc.hooks.kafka"],
             }
         ],
     }

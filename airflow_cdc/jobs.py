@@ -17,7 +17,7 @@ import airflow_cdc
 
 # delta-spark 4.4.0 is built for Spark 4.2 (artifact suffix _4.2_2.13).
 DELTA_PACKAGE = "io.delta:delta-spark_4.2_2.13:4.4.0"
-JOBS = ("land_kinesis", "land_files", "reassemble", "resolve", "apply")
+JOBS = ("land_kinesis", "land_kafka", "land_files", "reassemble", "resolve", "apply")
 _PACKAGE_ROOT = Path(airflow_cdc.__file__).resolve().parent
 _REPO_ROOT = _PACKAGE_ROOT.parent
 _SHIPPED = ("airflow_cdc/__init__.py", "airflow_cdc/jobs.py", "airflow_cdc/core", "spark_jobs")

@@ -16,6 +16,8 @@ other formats a partition read to its watermark has the run's start time as hori
 from __future__ import annotations
 
 import datetime as dt
+import json
+import os
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -31,9 +33,11 @@ JOB_VERSION = "1.0.0"
 OFFSET_WIDTH = 20
 
 
-def consumer(bootstrap: str, extra: dict[str, str] | None = None) -> Any:
+def consumer(bootstrap: str) -> Any:
+    """A consumer without group offsets; client settings from ``AIRFLOW_CDC_KAFKA_CONFIG``."""
     from confluent_kafka import Consumer
 
+    extra = json.loads(os.environ.get("AIRFLOW_CDC_KAFKA_CONFIG") or "{}")
     return Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -41,7 +45,7 @@ def consumer(bootstrap: str, extra: dict[str, str] | None = None) -> Any:
             "enable.auto.commit": False,
             "enable.partition.eof": True,
             "auto.offset.reset": "earliest",
-            **(extra or {}),
+            **extra,
         }
     )
 

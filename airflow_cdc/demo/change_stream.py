@@ -137,7 +137,8 @@ def _value(rng: random.Random, column: str, commit_us: int) -> Any:
         return rng.randrange(-5, 2**31 - 1) if rng.random() < 0.1 else rng.randrange(100)
     if column == "price":
         return Decimal(rng.randrange(0, 10**8)).scaleb(-2)
-    return _EPOCH_US + (commit_us - _EPOCH_US)  # microseconds since the epoch
+    # Microseconds since the epoch, whole milliseconds: Connect's Timestamp carries no more.
+    return commit_us // 1000 * 1000
 
 
 def _iso(micros: int) -> str:

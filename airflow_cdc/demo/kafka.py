@@ -65,10 +65,10 @@ def kafka_broker(startup_timeout: float = 90.0) -> Iterator[str]:
             check=True,
             capture_output=True,
         )
-        log = Path(home, "broker.log").open("w")
-        process = subprocess.Popen(
-            [*java, "kafka.Kafka", str(config)], stdout=log, stderr=subprocess.STDOUT
-        )
+        with Path(home, "broker.log").open("w") as log:
+            process = subprocess.Popen(
+                [*java, "kafka.Kafka", str(config)], stdout=log, stderr=subprocess.STDOUT
+            )
         bootstrap = f"localhost:{port}"
         try:
             _wait_ready(bootstrap, process, startup_timeout, Path(home, "broker.log"))
@@ -79,7 +79,6 @@ def kafka_broker(startup_timeout: float = 90.0) -> Iterator[str]:
                 process.wait(30)
             except subprocess.TimeoutExpired:
                 process.kill()
-            log.close()
 
 
 def _wait_ready(bootstrap: str, process: Any, timeout: float, log: Path) -> None:
@@ -93,7 +92,7 @@ def _wait_ready(bootstrap: str, process: Any, timeout: float, log: Path) -> None
         try:
             if admin.list_topics(timeout=2).brokers:
                 return
-        except Exception:  # noqa: BLE001 - not up yet
+        except Exception:
             time.sleep(0.5)
     raise TimeoutError(f"Kafka broker at {bootstrap} not ready after {timeout}s")
 

@@ -7,6 +7,7 @@ from typing import Any
 
 from airflow.sdk import Context
 
+from airflow_cdc.hooks.kafka import KafkaClusterHook
 from airflow_cdc.hooks.kinesis import KinesisStreamHook
 from airflow_cdc.operators.base import SparkJobOperator
 
@@ -76,11 +77,77 @@ class LandKinesisOperator(SparkJobOperator):
         return KinesisStreamHook(self.kinesis_conn_id).job_environment()
 
 
-class LandFilesOperator(SparkJobOperator):
-    """Land NDJSON dump files (one delivered record per line), each file once.
+class LandKafkaOperator(SparkJobOperator):
+    """Land every partition of Kafka topics from its checkpoint to the high watermark.
 
-    :param path: A file, directory or glob of ``.ndjson``/``.jsonl`` files.
+    :param topics: Topic names.
+    :param kafka_conn_id: Connection of type ``cdc_kafka`` (bootstrap servers, client config).
+    :param source: Name of the landed source (default: the first topic).
+    :param record_format: Format of the messages; for formats with in-band resolved markers
+        (``ydb``, ``cockroachdb``, ``cdl``) the markers give the resolved timestamp.
+    :param lateness_seconds: For other formats, the bound on commit-to-arrival delay, in
+        seconds (>= 0), subtracted from the read time for the resolved timestamp.
+    :param max_records_per_partition: Maximum records read from one partition in one run.
+    """
+
+    job = "land_kafka"
+    template_fields: Sequence[str] = (*SparkJobOperator.template_fields, "topics", "source")
+
+    def __init__(
+        self,
+        *,
+        topics: Sequence[str],
+        kafka_conn_id: str = "kafka_default",
+        source: str | None = None,
+        record_format: str | None = None,
+        lateness_seconds: float = 300.0,
+        max_records_per_partition: int = 1_000_000,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.topics = topics
+        self.kafka_conn_id = kafka_conn_id
+        self.source = source
+        self.record_format = record_format
+        self.lateness_seconds = lateness_seconds
+        self.max_records_per_partition = max_records_per_partition
+
+    def job_args(self, context: Context) -> list[str]:
+        if not self.topics:
+            raise ValueError("topics must name at least one topic")
+        if self.max_records_per_partition < 1:
+            raise ValueError(
+                f"max_records_per_partition must be >= 1, got {self.max_records_per_partition!r}"
+            )
+        args = ["--bootstrap-servers", KafkaClusterHook(self.kafka_conn_id).bootstrap_servers()]
+        for topic in self.topics:
+            args += ["--topic", topic]
+        args += [
+            "--lateness-seconds",
+            check_lateness(self.lateness_seconds),
+            "--max-records-per-partition",
+            str(self.max_records_per_partition),
+        ]
+        if self.record_format:
+            args += ["--format", self.record_format]
+        if self.source:
+            args += ["--source", self.source]
+        return args
+
+    def job_env(self) -> dict[str, str]:
+        return KafkaClusterHook(self.kafka_conn_id).job_environment()
+
+
+class LandFilesOperator(SparkJobOperator):
+    """Land NDJSON files (one delivered record or message per line), each line once.
+
+    :param path: A file, directory or glob of ``.ndjson``/``.jsonl`` (and ``.RESOLVED``) files.
     :param source: Name of the landed source.
+    :param layout: ``kinesis`` (Kinesis records), ``kafka`` (Kafka messages with key, value,
+        partition and offset) or ``lines`` (one message value per line, as CockroachDB's
+        cloud-storage sink writes).
+    :param record_format: Format of the records; formats with in-band resolved markers take
+        the resolved timestamp from them.
     :param lateness_seconds: Subtracted from the newest arrival time for the resolved
         timestamp, in seconds (>= 0).
     """
@@ -89,15 +156,24 @@ class LandFilesOperator(SparkJobOperator):
     template_fields: Sequence[str] = (*SparkJobOperator.template_fields, "path", "source")
 
     def __init__(
-        self, *, path: str, source: str, lateness_seconds: float = 0.0, **kwargs: Any
+        self,
+        *,
+        path: str,
+        source: str,
+        layout: str = "kinesis",
+        record_format: str | None = None,
+        lateness_seconds: float = 0.0,
+        **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.path = path
         self.source = source
+        self.layout = layout
+        self.record_format = record_format
         self.lateness_seconds = lateness_seconds
 
     def job_args(self, context: Context) -> list[str]:
-        return [
+        args = [
             "--path",
             self.path,
             "--source",
@@ -105,3 +181,8 @@ class LandFilesOperator(SparkJobOperator):
             "--lateness-seconds",
             check_lateness(self.lateness_seconds),
         ]
+        if self.layout != "kinesis":
+            args += ["--layout", self.layout]
+        if self.record_format:
+            args += ["--format", self.record_format]
+        return args

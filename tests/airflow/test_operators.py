@@ -5,7 +5,7 @@ import json
 import pytest
 
 from airflow_cdc.core.exceptions import DdlError
-from airflow_cdc.operators.land import LandFilesOperator, LandKinesisOperator
+from airflow_cdc.operators.land import LandFilesOperator, LandKafkaOperator, LandKinesisOperator
 from airflow_cdc.operators.process import ApplyOperator, ReassembleOperator, ResolveOperator
 
 
@@ -96,3 +96,48 @@ def test_apply_arguments() -> None:
         "--resolved-source",
         "src",
     ]
+
+
+def test_kafka_landing_arguments_and_client_config_from_the_connection(monkeypatch) -> None:
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_KAF",
+        json.dumps(
+            {
+                "conn_type": "cdc_kafka",
+                "host": "b1:9092,b2:9092",
+                "extra": {"config": {"security.protocol": "SSL"}},
+            }
+        ),
+    )
+    op = LandKafkaOperator(
+        task_id="land",
+        warehouse="/wh",
+        topics=["orders", "items"],
+        kafka_conn_id="kaf",
+        record_format="cockroachdb",
+        lateness_seconds=0,
+    )
+    assert op.job_args({}) == [
+        "--bootstrap-servers",
+        "b1:9092,b2:9092",
+        "--topic",
+        "orders",
+        "--topic",
+        "items",
+        "--lateness-seconds",
+        "0",
+        "--max-records-per-partition",
+        "1000000",
+        "--format",
+        "cockroachdb",
+    ]
+    assert json.loads(op.job_env()["AIRFLOW_CDC_KAFKA_CONFIG"]) == {"security.protocol": "SSL"}
+    with pytest.raises(ValueError, match="topics"):
+        LandKafkaOperator(task_id="x", warehouse="/wh", topics=[], kafka_conn_id="kaf").job_args({})
+
+
+def test_file_layouts_for_kafka_dumps_and_sink_files() -> None:
+    op = LandFilesOperator(
+        task_id="l", warehouse="/wh", path="/d", source="s", layout="lines", record_format="ydb"
+    )
+    assert op.job_args({})[-4:] == ["--layout", "lines", "--format", "ydb"]

@@ -25,10 +25,12 @@ def test_provider_info_names_importable_modules() -> None:
     ]
     for module in modules:
         importlib.import_module(module)
-    (conn,) = info["connection-types"]
-    module, _, name = conn["hook-class-name"].rpartition(".")
-    hook = getattr(importlib.import_module(module), name)
-    assert hook.conn_type == conn["connection-type"]
+    types = info["connection-types"]
+    assert {c["connection-type"] for c in types} == {"cdc_kinesis", "cdc_kafka"}
+    for conn in types:
+        module, _, name = conn["hook-class-name"].rpartition(".")
+        hook = getattr(importlib.import_module(module), name)
+        assert hook.conn_type == conn["connection-type"]
 
 
 def test_example_dag_parses_without_spark_or_boto3() -> None:
