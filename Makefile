@@ -41,7 +41,7 @@ test-fast: setup
 	$(BIN)/python -m pytest -q -m "not slow and not spark"
 
 demo: setup
-	$(BIN)/python scripts/demo.py
+	$(BIN)/python scripts/demo.py $(DEMO_ARGS)
 
 bench: setup
 	$(BIN)/python scripts/bench.py $(BENCH_ARGS)

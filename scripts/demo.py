@@ -4,10 +4,14 @@ Starts kinesis-local, generates a realistic DSQL stream (fragments across shards
 redeliveries, out-of-order arrival, ops c/u/d and an unknown one, every column type, bad
 input), puts it into a 4-shard stream, runs the hourly example DAG for 2026-01-01 00:00-01:00
 with `airflow dags test`, prints the tables and checks them against the generator.
+
+`make demo DEMO_ARGS="--format cockroachdb"` (or ydb, ydb-debezium, arcion, cdl, debezium)
+does the same from Kafka: a KRaft broker, a 3-partition topic, the ``kafka_to_delta`` DAG.
 """
 
 from __future__ import annotations
 
+import argparse
 import datetime as dt
 import json
 import os
@@ -20,6 +24,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from airflow_cdc.demo import kinesis  # noqa: E402
+from airflow_cdc.demo.change_stream import FORMATS, TOPIC  # noqa: E402
 from airflow_cdc.demo.dsql_stream import TABLES, differences, generate  # noqa: E402
 from airflow_cdc.demo.environment import STREAM, airflow_env, migrate  # noqa: E402
 
@@ -29,9 +34,14 @@ COMMIT_START = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
 
 def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--format", default="dsql", choices=["dsql", *FORMATS])
+    args = parser.parse_args()
     shutil.rmtree(WORK, ignore_errors=True)
     WORK.mkdir(parents=True)
     warehouse = WORK / "warehouse"
+    if args.format != "dsql":
+        return kafka_demo(args.format, warehouse)
     stream = generate(
         2000,
         seed=2026,
@@ -61,6 +71,78 @@ def main() -> int:
     return report(stream, str(warehouse))
 
 
+def kafka_demo(fmt: str, warehouse: Path) -> int:
+    from airflow_cdc.demo.change_stream import generate
+    from airflow_cdc.demo.kafka import create_topic, kafka_broker, produce
+
+    end_us = int(dt.datetime.fromisoformat(INTERVAL_END).timestamp()) * 1_000_000
+    stream = generate(
+        fmt, 2000, partitions=3, seed=2026, span_us=50 * 60 * 10**6, final_marker_us=end_us + 5
+    )
+    messages = [json.loads(line) for line in stream.lines]
+    print(f"generated {len(messages)} {fmt} messages for {len(stream.expected)} live rows")
+    with kafka_broker() as bootstrap:
+        create_topic(bootstrap, TOPIC, 3)
+        produce(bootstrap, messages)
+        print(f"produced them to {TOPIC} (3 partitions) on the Kafka broker at {bootstrap}")
+        env = {
+            **os.environ,
+            **airflow_env(WORK / "airflow", warehouse, ""),
+            "AIRFLOW_CONN_KAFKA_DEFAULT": json.dumps({"conn_type": "cdc_kafka", "host": bootstrap}),
+            "AIRFLOW_VAR_CDC_TOPIC": TOPIC,
+            "AIRFLOW_VAR_CDC_FORMAT": fmt,
+        }
+        migrate(env)
+        print(f"running: airflow dags test kafka_to_delta {INTERVAL_END}")
+        with open(WORK / "dag-test.log", "w") as log:
+            result = subprocess.run(
+                ["airflow", "dags", "test", "kafka_to_delta", INTERVAL_END],
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                check=False,
+            )
+        if result.returncode != 0:
+            print(f"the DAG run failed; see {WORK / 'dag-test.log'}")
+            return 1
+    from spark_jobs.session import get_session
+
+    spark = get_session("airflow-cdc-demo", master="local[2]")
+    table = spark.read.format("delta").load(f"{warehouse}/shop/items")
+    live = table.where("NOT _cdc_deleted")
+    print(f"\n== shop.items: {live.count()} live rows, {table.count() - live.count()} tombstones")
+    live.orderBy("id").select("id", "name", "qty", "price", "updated_at", "_cdc_sequence").show(
+        5, 40
+    )
+    got = {r["id"]: (r["name"], r["qty"]) for r in live.collect()}
+    want = {k: (v["name"], v["qty"]) for k, v in stream.expected.items()}
+    failures = 0 if got == want else 1
+    print("matches the generator's expected state" if not failures else "MISMATCH")
+    failures += accounting(spark, str(warehouse))
+    spark.stop()
+    print("demo OK" if not failures else "demo FAILED")
+    return 1 if failures else 0
+
+
+def accounting(spark, warehouse: str) -> int:  # type: ignore[no-untyped-def]
+    """Print where every landed record ended; 1 if any has no outcome."""
+    ledger = spark.read.format("delta").load(f"{warehouse}/_cdc/ledger")
+    raw = spark.read.format("delta").load(f"{warehouse}/_cdc/raw").where("kind = 'record'")
+    counts = {
+        r["status"]: r["count"]
+        for r in raw.join(ledger, "record_id", "left").groupBy("status").count().collect()
+    }
+    landed = raw.count()
+    print(
+        f"\nlanded={landed} "
+        + " ".join(f"{k}={v}" for k, v in sorted(counts.items(), key=lambda kv: str(kv[0])))
+    )
+    if sum(counts.values()) != landed or None in counts:
+        print("ACCOUNTING BROKEN: some landed record has no final state")
+        return 1
+    return 0
+
+
 def report(stream, warehouse: str) -> int:  # type: ignore[no-untyped-def]
     from spark_jobs.session import get_session
 
@@ -83,20 +165,7 @@ def report(stream, warehouse: str) -> int:  # type: ignore[no-untyped-def]
                 print("  ", problem)
         else:
             print(f"matches the generator's expected state ({len(stream.expected[table])} rows)")
-    ledger = spark.read.format("delta").load(f"{warehouse}/_cdc/ledger")
-    raw = spark.read.format("delta").load(f"{warehouse}/_cdc/raw").where("kind = 'record'")
-    counts = {
-        r["status"]: r["count"]
-        for r in raw.join(ledger, "record_id", "left").groupBy("status").count().collect()
-    }
-    landed = raw.count()
-    print(
-        f"\nlanded={landed} "
-        + " ".join(f"{k}={v}" for k, v in sorted(counts.items(), key=lambda kv: str(kv[0])))
-    )
-    if sum(counts.values()) != landed or None in counts:
-        failures += 1
-        print("ACCOUNTING BROKEN: some landed record has no final state")
+    failures += accounting(spark, warehouse)
     quarantine = spark.read.format("delta").load(f"{warehouse}/_cdc/quarantine")
     print("\nquarantine reasons:")
     quarantine.groupBy("stage", "reason").count().orderBy("stage", "reason").show(20, False)

@@ -59,28 +59,55 @@ class Stream:
     changes: int = 0
 
 
-def generate(fmt: str, changes: int, keys: int = 0, partitions: int = 3, seed: int = 7) -> Stream:
-    """``changes`` changes of about ``keys`` keys, encoded as ``fmt`` messages."""
+Queue = list[tuple[str | None, str | None]]
+
+
+def generate(
+    fmt: str,
+    changes: int,
+    keys: int = 0,
+    partitions: int = 3,
+    seed: int = 7,
+    span_us: int | None = None,
+    final_marker_us: int | None = None,
+) -> Stream:
+    """``changes`` changes of about ``keys`` keys, encoded as ``fmt`` messages.
+
+    Commits start at 2026-01-01T00:00Z and spread over ``span_us`` (default: a millisecond
+    each). ``final_marker_us`` adds a last resolved marker (for formats that have them) to
+    every partition, as a changefeed does once it has moved past the last change.
+    """
     if fmt not in ENCODERS:
         raise ValueError(f"format must be one of {sorted(ENCODERS)}, got {fmt!r}")
     rng = random.Random(seed)
     keys = keys or max(10, changes // 4)
     model: dict[int, dict[str, Any]] = {}
-    encode = ENCODERS[fmt]
-    queues: list[list[tuple[str | None, str | None]]] = [[] for _ in range(partitions)]
+    step = max(1000, (span_us or 0) // changes)
+    queues: list[Queue] = [[] for _ in range(partitions)]
     for seq in range(1, changes + 1):
-        change = _next_change(rng, model, keys, seq)
-        partition = change.ident % partitions
-        for key, value in encode(change):
-            queues[partition].append((key, value))
+        change = _next_change(rng, model, keys, seq, step)
+        for key, value in ENCODERS[fmt](change):
+            queues[change.ident % partitions].append((key, value))
             if rng.random() < 0.03:  # at-least-once: delivered again, a little later
-                queues[partition].append((key, value))
+                queues[change.ident % partitions].append((key, value))
         if seq % 50 == 0:
-            for number, queue in enumerate(queues):
-                marker = _marker(fmt, change.commit_us, number)
-                if marker is not None:
-                    queue.append((None, marker))
-    stream = Stream(changes=changes)
+            _add_markers(fmt, queues, change.commit_us)
+    if final_marker_us is not None:
+        _add_markers(fmt, queues, final_marker_us)
+    stream = Stream(changes=changes, lines=_deliver(fmt, queues, rng))
+    stream.expected = {k: dict(v) for k, v in model.items()}
+    return stream
+
+
+def _add_markers(fmt: str, queues: list[Queue], at_us: int) -> None:
+    for number, queue in enumerate(queues):
+        marker = _marker(fmt, at_us, number)
+        if marker is not None:
+            queue.append((None, marker))
+
+
+def _deliver(fmt: str, queues: list[Queue], rng: random.Random) -> list[str]:
+    """Dump lines of every partition's messages, in an arrival order that is no commit order."""
     delivered = [
         [
             json.dumps(
@@ -99,20 +126,20 @@ def generate(fmt: str, changes: int, keys: int = 0, partitions: int = 3, seed: i
     ]
     if fmt in IN_ORDER:
         # YDB delivers a key's changes in commit order: partitions interleave, each in order.
+        lines = []
         while any(delivered):
-            stream.lines.append(rng.choice([q for q in delivered if q]).pop(0))
-    else:
-        stream.lines = [line for queue in delivered for line in queue]
-        rng.shuffle(stream.lines)  # arrival order is no commit order
-    stream.expected = {k: dict(v) for k, v in model.items()}
-    return stream
+            lines.append(rng.choice([q for q in delivered if q]).pop(0))
+        return lines
+    lines = [line for queue in delivered for line in queue]
+    rng.shuffle(lines)
+    return lines
 
 
 def _next_change(
-    rng: random.Random, model: dict[int, dict[str, Any]], keys: int, seq: int
+    rng: random.Random, model: dict[int, dict[str, Any]], keys: int, seq: int, step: int
 ) -> Change:
     ident = rng.randrange(1, keys + 1)
-    commit_us = _EPOCH_US + seq * 1000 + rng.randrange(1000)
+    commit_us = _EPOCH_US + seq * step + rng.randrange(step)
     current = model.get(ident)
     if current is not None and rng.random() < 0.15:
         del model[ident]

@@ -91,7 +91,12 @@ class LandKafkaOperator(SparkJobOperator):
     """
 
     job = "land_kafka"
-    template_fields: Sequence[str] = (*SparkJobOperator.template_fields, "topics", "source")
+    template_fields: Sequence[str] = (
+        *SparkJobOperator.template_fields,
+        "topics",
+        "source",
+        "record_format",
+    )
 
     def __init__(
         self,

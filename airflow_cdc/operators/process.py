@@ -8,18 +8,21 @@ from typing import Any
 from airflow.sdk import Context
 
 from airflow_cdc.core.ddl import parse_tables
+from airflow_cdc.core.formats import parser_for
 from airflow_cdc.operators.base import SparkJobOperator
 
 
 class ReassembleOperator(SparkJobOperator):
     """Parse the batch's records and reassemble fragmented images.
 
-    :param record_format: Format of the landed records (``dsql``).
+    :param record_format: Format of the landed records: ``dsql``, ``ydb``, ``ydb-debezium``,
+        ``cockroachdb``, ``arcion``, ``cdl`` or ``debezium``.
     :param max_pending_age_seconds: Stream time after which a fragment set that is still
         incomplete is quarantined, in seconds (> 0).
     """
 
     job = "reassemble"
+    template_fields: Sequence[str] = (*SparkJobOperator.template_fields, "record_format")
 
     def __init__(
         self, *, record_format: str = "dsql", max_pending_age_seconds: float = 3600.0, **kwargs: Any
@@ -29,6 +32,7 @@ class ReassembleOperator(SparkJobOperator):
         self.max_pending_age_seconds = max_pending_age_seconds
 
     def job_args(self, context: Context) -> list[str]:
+        parser_for(self.record_format)  # an unknown format fails here, naming the known ones
         if self.max_pending_age_seconds <= 0:
             raise ValueError(
                 f"max_pending_age_seconds must be > 0, got {self.max_pending_age_seconds!r}"

@@ -1,0 +1,58 @@
+"""Hourly Kafka change stream (YDB, CockroachDB, Arcion, Huawei CDL or Debezium) to Delta Lake.
+
+land -> wait_for_resolved -> reassemble -> resolve -> apply, one batch per data interval, as
+in ``dsql_to_delta``; only the landing source and the record format differ. For formats with
+in-band resolved markers (``ydb``, ``cockroachdb``, ``cdl``) the sensor waits for the
+changefeed's own resolved timestamp to pass the interval's end.
+
+Settings are Airflow Variables (or ``AIRFLOW_VAR_*`` environment variables):
+``cdc_warehouse`` (warehouse root), ``cdc_topic`` (Kafka topic), ``cdc_format`` (record
+format). The tables are the example's ``shop.items``; name yours in ``DDL``. Connections:
+``kafka_default`` (type ``cdc_kafka``) and ``spark_default`` (type ``spark``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from airflow.sdk import DAG, CronDataIntervalTimetable
+
+from airflow_cdc.demo.change_stream import DDL
+from airflow_cdc.operators.land import LandKafkaOperator
+from airflow_cdc.operators.process import ApplyOperator, ReassembleOperator, ResolveOperator
+from airflow_cdc.sensors.resolved import ResolvedTimestampSensor
+
+WAREHOUSE = "{{ var.value.get('cdc_warehouse', '/tmp/airflow-cdc/warehouse') }}"
+TOPIC = "{{ var.value.get('cdc_topic', 'items') }}"
+FORMAT = "{{ var.value.get('cdc_format', 'cockroachdb') }}"
+
+with DAG(
+    dag_id="kafka_to_delta",
+    schedule=CronDataIntervalTimetable("0 * * * *", timezone="UTC"),
+    start_date=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
+    catchup=False,
+    max_active_runs=4,
+    default_args={"retries": 2, "retry_delay": dt.timedelta(minutes=1)},
+    tags=["cdc", "kafka", "delta"],
+    doc_md=__doc__,
+) as dag:
+    land = LandKafkaOperator(
+        task_id="land",
+        topics=[TOPIC],
+        source=TOPIC,
+        record_format=FORMAT,
+        warehouse=WAREHOUSE,
+        lateness_seconds=300,
+    )
+    wait_for_resolved = ResolvedTimestampSensor(
+        task_id="wait_for_resolved",
+        warehouse=WAREHOUSE,
+        source=TOPIC,
+        poke_interval=60,
+        timeout=6 * 3600,
+    )
+    reassemble = ReassembleOperator(task_id="reassemble", warehouse=WAREHOUSE, record_format=FORMAT)
+    resolve = ResolveOperator(task_id="resolve", warehouse=WAREHOUSE, ddl=DDL)
+    apply = ApplyOperator(task_id="apply", warehouse=WAREHOUSE, ddl=DDL, resolved_source=TOPIC)
+
+    land >> wait_for_resolved >> reassemble >> resolve >> apply
