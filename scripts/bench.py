@@ -1,10 +1,12 @@
 """`make bench`: throughput of each pipeline stage, measured against a bare Spark pass.
 
-Generates a DSQL stream of about --records delivered records (fragments, redeliveries,
-out-of-order arrival, bad input included), writes it as NDJSON dumps, then on one Spark
-session (local[*]) times:
+For each --format (``dsql`` by default; ``all`` for every format): generates a stream of about
+--records delivered records (DSQL: fragments, redeliveries, out-of-order arrival, bad input;
+Kafka formats: redeliveries, arrival out of commit order, deletes, control messages, YDB's
+partial updates), writes it as NDJSON dumps (Kinesis records, or Kafka messages), then on one
+Spark session (local[*]) times:
 
-* a bare pass: read the dump lines, decode each record's base64 and parse its JSON, count;
+* a bare pass: read the dump lines, decode each record and parse its JSON, count;
 * land (files), reassemble, resolve and apply, each as its job's main() on the same session.
 
 It prints records/s per stage and end to end, the ratio of end-to-end throughput to the bare
@@ -26,6 +28,7 @@ import psutil
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from airflow_cdc.demo import change_stream  # noqa: E402
 from airflow_cdc.demo.dsql_stream import DDL, generate, write_ndjson  # noqa: E402
 
 
@@ -59,61 +62,65 @@ class PeakMemory:
         self._thread.join()
 
 
-def bare_pass(spark, dump: str) -> int:  # type: ignore[no-untyped-def]
+def bare_pass(spark, dump: str, fmt: str) -> int:  # type: ignore[no-untyped-def]
     from pyspark.sql import functions as F
 
     lines = spark.read.text(f"{dump}/*.ndjson")
-    data = F.unbase64(F.get_json_object("value", "$.Data")).cast("string")
-    record = F.from_json(
-        data,
-        "type STRING, op STRING, source STRUCT<ts_ns: BIGINT,"
-        " `schema`: STRING, `table`: STRING>, after MAP<STRING, STRING>,"
-        " before MAP<STRING, STRING>",
-    )
-    return int(lines.select(record.alias("r")).where(F.col("r").isNotNull()).count())
+    if fmt == "dsql":
+        data = F.unbase64(F.get_json_object("value", "$.Data")).cast("string")
+        record = F.from_json(
+            data,
+            "type STRING, op STRING, source STRUCT<ts_ns: BIGINT,"
+            " `schema`: STRING, `table`: STRING>, after MAP<STRING, STRING>,"
+            " before MAP<STRING, STRING>",
+        )
+        return int(lines.select(record.alias("r")).where(F.col("r").isNotNull()).count())
+    value = F.get_json_object("value", "$.value")
+    record = F.from_json(value, "MAP<STRING, STRING>")
+    parsed = lines.select(value.alias("v"), record.alias("r"))
+    return int(parsed.where(F.col("r").isNotNull() | F.col("v").isNull()).count())
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument(
-        "--records",
-        type=int,
-        default=1_000_000,
-        help="approximate number of delivered records (default 1,000,000)",
-    )
-    parser.add_argument("--format", default="dsql", choices=["dsql"])
-    parser.add_argument("--files", type=int, default=8, help="dump files (parallel shards)")
-    parser.add_argument("--work", default=str(REPO / ".cache" / "bench"))
-    args = parser.parse_args()
+def write_stream(fmt: str, records: int, dump: str, files: int) -> int:
+    """Generate and write about ``records`` delivered records of ``fmt``; how many there are."""
+    if fmt == "dsql":
+        # About 1.3 delivered records per change (fragments, redeliveries).
+        stream = generate(max(1, int(records / 1.3)), seed=1, customers=50_000, orders=200_000)
+        write_ndjson(stream.deliveries, dump, files=files)
+        return len(stream.deliveries)
+    changes = change_stream.generate(fmt, max(1, int(records / 1.06)), partitions=files, seed=1)
+    Path(dump).mkdir(parents=True)
+    size = -(-len(changes.lines) // files)
+    for number in range(files):
+        part = changes.lines[number * size : (number + 1) * size]
+        Path(dump, f"part-{number:03d}.ndjson").write_text("\n".join(part) + "\n")
+    return len(changes.lines)
 
-    work = Path(args.work)
+
+def run(spark, fmt: str, args: argparse.Namespace) -> bool:  # type: ignore[no-untyped-def]
+    from spark_jobs import apply, land_files, reassemble, resolve
+
+    work = Path(args.work) / fmt
     shutil.rmtree(work, ignore_errors=True)
     dump, warehouse = str(work / "dump"), str(work / "warehouse")
     started = time.perf_counter()
-    # About 1.3 delivered records per change (fragments, redeliveries).
-    stream = generate(max(1, int(args.records / 1.3)), seed=1, customers=50_000, orders=200_000)
-    write_ndjson(stream.deliveries, dump, files=args.files)
-    total = len(stream.deliveries)
+    total = write_stream(fmt, args.records, dump, args.files)
     print(
-        f"format={args.format} records={total:,} files={args.files} "
+        f"\nformat={fmt} records={total:,} files={args.files} "
         f"(generated in {time.perf_counter() - started:.0f}s)"
     )
-    del stream
-
-    from spark_jobs import apply, land_files, reassemble, resolve
-    from spark_jobs.session import get_session
-
-    spark = get_session("airflow-cdc-bench", master="local[*]")
+    ddl = DDL if fmt == "dsql" else change_stream.DDL
+    layout = ["--layout", "kinesis"] if fmt == "dsql" else ["--layout", "kafka", "--format", fmt]
     common = ["--warehouse", warehouse, "--batch-id", "bench"]
     stages = [
-        ("land", land_files.main, ["--path", dump, "--source", "bench"]),
-        ("reassemble", reassemble.main, []),
-        ("resolve", resolve.main, ["--ddl", DDL]),
-        ("apply", apply.main, ["--ddl", DDL, "--resolved-source", "bench"]),
+        ("land", land_files.main, ["--path", dump, "--source", "bench", *layout]),
+        ("reassemble", reassemble.main, ["--format", fmt]),
+        ("resolve", resolve.main, ["--ddl", ddl]),
+        ("apply", apply.main, ["--ddl", ddl, "--resolved-source", "bench"]),
     ]
     with PeakMemory() as memory:
         t0 = time.perf_counter()
-        parsed = bare_pass(spark, dump)
+        parsed = bare_pass(spark, dump, fmt)
         bare = time.perf_counter() - t0
         timings = {}
         stats = {}
@@ -123,28 +130,52 @@ def main() -> int:
             timings[name] = time.perf_counter() - t0
     end_to_end = sum(timings.values())
     accounting = stats["apply"]["accounting"]
-    print(f"\n{'stage':<12}{'seconds':>10}{'records/s':>14}")
+    print(f"{'stage':<12}{'seconds':>10}{'records/s':>14}")
     print(f"{'bare pass':<12}{bare:>10.1f}{total / bare:>14,.0f}   (parsed {parsed:,})")
     for name, seconds in timings.items():
         print(f"{name:<12}{seconds:>10.1f}{total / seconds:>14,.0f}")
     print(f"{'end to end':<12}{end_to_end:>10.1f}{total / end_to_end:>14,.0f}")
-    print(f"\nend-to-end throughput / bare pass = {bare / end_to_end:.3f}")
+    print(f"end-to-end throughput / bare pass = {bare / end_to_end:.3f}")
     print(f"peak memory (driver JVM + Python workers) = {memory.peak / 2**30:.2f} GiB")
     print("accounting: " + " ".join(f"{k}={v:,}" for k, v in sorted(accounting.items())))
+    outcomes = ("applied", "superseded", "duplicate", "pending", "quarantined", "control")
     balanced = (
         accounting["landed"] == total
         and accounting["unprocessed"] == 0
-        and sum(
-            accounting[k] for k in ("applied", "superseded", "duplicate", "pending", "quarantined")
-        )
-        == accounting["landed"]
+        and sum(accounting[k] for k in outcomes) == accounting["landed"]
     )
-    print(
-        "landed = applied + superseded + duplicate + pending + quarantined:",
-        "yes" if balanced else "NO",
+    print(f"landed = {' + '.join(outcomes)}:", "yes" if balanced else "NO")
+    shutil.rmtree(work, ignore_errors=True)
+    return balanced
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument(
+        "--records",
+        type=int,
+        default=1_000_000,
+        help="approximate number of delivered records per format (default 1,000,000)",
     )
+    parser.add_argument(
+        "--format",
+        action="append",
+        choices=["dsql", *change_stream.FORMATS, "all"],
+        help="format to measure (repeat for several; default dsql; all for every one)",
+    )
+    parser.add_argument("--files", type=int, default=8, help="dump files (parallel shards)")
+    parser.add_argument("--work", default=str(REPO / ".cache" / "bench"))
+    args = parser.parse_args()
+    formats = args.format or ["dsql"]
+    if "all" in formats:
+        formats = ["dsql", *change_stream.FORMATS]
+
+    from spark_jobs.session import get_session
+
+    spark = get_session("airflow-cdc-bench", master="local[*]")
+    results = {fmt: run(spark, fmt, args) for fmt in formats}
     spark.stop()
-    return 0 if balanced else 1
+    return 0 if all(results.values()) else 1
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from airflow_cdc.core.ddl import TableSpec, parse_tables
+from airflow_cdc.core.ddl import ColumnSpec, TableSpec, parse_tables
 from airflow_cdc.core.exceptions import RecordFormatError
 from airflow_cdc.core.partial import fold
 from airflow_cdc.core.rows import decode_row
@@ -135,6 +135,10 @@ def effective_spec(ctx: JobContext, spec: TableSpec, mine: DataFrame) -> TableSp
             stored = field.dataType.simpleString().upper().replace(" ", "")
             declared = columns.get(field.name)
             if declared is not None and spark_type(declared).replace(" ", "") == stored:
+                continue
+            if declared is None and stored == "STRING":
+                # Added from untyped stream values: it keeps taking any value, as text.
+                columns[field.name] = ColumnSpec(field.name, "untyped")
                 continue
             nullable = declared.nullable if declared is not None else True
             try:

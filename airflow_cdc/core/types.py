@@ -62,6 +62,7 @@ _SPARK_TYPES = {
     "json": "STRING",
     "uuid": "STRING",
     "oidvector": "ARRAY<BIGINT>",
+    "untyped": "STRING",
 }
 
 
@@ -287,6 +288,7 @@ _DECODERS: dict[str, Callable[[ColumnSpec, Any], Decoded]] = {
     "json": _json,
     "uuid": _uuid,
     "oidvector": _oidvector,
+    "untyped": lambda column, value: Decoded(decode_undeclared(value)),
 }
 
 
@@ -339,6 +341,8 @@ def widen(current: ColumnSpec, incoming: str) -> ColumnSpec | None:
     float to double, a decimal with more digits), and ``None`` when one of the two would lose
     data (int64 into a string column, a string into a BIGINT).
     """
+    if current.pg_type == "untyped":
+        return current  # a column the stream added without a type holds any value as text
     new = column_of(current.name, incoming, current.nullable)
     if new.pg_type == current.pg_type == "numeric":
         cp, cs = _decimal_shape(current)

@@ -141,3 +141,38 @@ def test_undeclared_columns_are_text() -> None:
 def test_unconstrained_numeric_keeps_wide_values_exact() -> None:
     # 12 integer digits + 18 fractional digits: more than Python's default 28-digit context.
     assert decode(col("numeric"), "202237214451.46562").value == Decimal("202237214451.46562")
+
+
+def test_widening_rules() -> None:
+    from airflow_cdc.core.ddl import ColumnSpec
+    from airflow_cdc.core.types import column_of, widen
+
+    age = ColumnSpec("age", "integer")
+    assert widen(age, "bigint") == ColumnSpec("age", "bigint")  # int32 -> int64 widens
+    assert widen(column_of("age", "bigint"), "integer") == column_of("age", "bigint")  # fits
+    assert widen(column_of("age", "bigint"), "text") is None  # would lose data
+    assert widen(column_of("w", "real"), "double") == column_of("w", "double")
+    assert widen(column_of("p", "numeric(10,2)"), "numeric(12,4)") == column_of(
+        "p", "numeric(12,4)"
+    )
+    assert widen(column_of("p", "numeric(38,0)"), "numeric(38,2)") is None
+    assert widen(ColumnSpec("note", "untyped"), "bigint") == ColumnSpec("note", "untyped")
+
+
+def test_other_sources_value_forms_decode() -> None:
+    import datetime as dt
+    from decimal import Decimal
+
+    from airflow_cdc.core.ddl import ColumnSpec
+    from airflow_cdc.core.types import decode
+
+    assert decode(ColumnSpec("d", "date"), "2022-02-22").value == dt.date(2022, 2, 22)
+    stamp = decode(ColumnSpec("t", "timestamptz"), "2022-12-12T00:00:00.000000Z").value
+    assert stamp == dt.datetime(2022, 12, 12, tzinfo=dt.UTC)
+    assert decode(ColumnSpec("t", "timestamp"), "2019-01-02T03:04:05").value == dt.datetime(
+        2019, 1, 2, 3, 4, 5
+    )
+    assert decode(ColumnSpec("n", "numeric", 10, 2), 25.0).value == Decimal("25.00")
+    assert decode(ColumnSpec("j", "json"), {"color": "red"}).value == '{"color":"red"}'
+    assert decode(ColumnSpec("b", "bytea"), "\\x0a0b").value == b"\n\x0b"
+    assert decode(ColumnSpec("x", "untyped"), 18).value == "18"
