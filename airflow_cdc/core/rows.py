@@ -55,6 +55,10 @@ def decode_row(
     image = before if is_delete else after
     if image is None and key is not None:
         image = {}
+    if image is None and is_delete:
+        raise RecordFormatError(
+            "missing_key", "the delete has no before image and the record carries no key"
+        )
     if not isinstance(image, dict):
         name = "before" if is_delete else "after"
         raise RecordFormatError("missing_image", f"{name} image is {type(image).__name__}")
