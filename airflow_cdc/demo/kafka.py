@@ -84,13 +84,15 @@ def kafka_broker(startup_timeout: float = 90.0) -> Iterator[str]:
 def _wait_ready(bootstrap: str, process: Any, timeout: float, log: Path) -> None:
     from confluent_kafka.admin import AdminClient
 
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    host, _, port = bootstrap.rpartition(":")
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"Kafka broker exited: {log.read_text()[-2000:]}")
         try:
-            if admin.list_topics(timeout=2).brokers:
+            # The port first: a client probing a closed port logs every refused connection.
+            socket.create_connection((host, int(port)), timeout=1).close()
+            if AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=5).brokers:
                 return
         except Exception:
             time.sleep(0.5)
