@@ -1,0 +1,76 @@
+"""Reading dump files in each layout, without Spark: the rows a landing task yields."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from spark_jobs.common import RAW_SCHEMA
+from spark_jobs.land_files import FileReader, list_files
+from spark_jobs.landing import ShardTask
+
+FIELDS = [f.name for f in RAW_SCHEMA.fields if f.name not in ("land_seq", "batch_id", "land_run")]
+
+
+def read(path: Path, layout: str, fmt: str | None) -> list[dict]:
+    rows = FileReader("src", layout, fmt)(ShardTask(str(path), None))
+    # Reader rows stop before land_seq, batch_id and land_run, and lack the source column.
+    return [dict(zip([FIELDS[0], *FIELDS[2:]], row, strict=True)) for row in rows]
+
+
+def test_cockroach_cloud_storage_directory_with_resolved_files(tmp_path: Path) -> None:
+    data = tmp_path / "202601010000000000000000000-5c5ab5d1-1-2-00000000-items-1.ndjson"
+    data.write_text(
+        json.dumps({"after": {"id": 1}, "key": [1], "updated": "1767225600000000000.0000000000"})
+        + "\n"
+        + json.dumps(
+            {
+                "payload": [
+                    {"after": {"id": 2}, "key": [2], "topic": "items"},
+                    {"after": None, "key": [1], "topic": "items"},
+                ],
+                "length": 2,
+            }
+        )
+        + "\n"
+    )
+    resolved = tmp_path / "202601010005000000000000000.RESOLVED"
+    resolved.write_text(json.dumps({"resolved": "1767225900000000000.0000000000"}) + "\n")
+    assert list_files(str(tmp_path)) == [str(data), str(resolved)]
+
+    rows = read(data, "lines", "cockroachdb")
+    records = [r for r in rows if r["kind"] == "record"]
+    assert [r["record_id"].rsplit("#", 1)[1] for r in records] == ["1", "2.0", "2.1"]
+    assert json.loads(bytes(records[2]["data"]))["after"] is None
+    # Ordered by file, then line, then place in the batch.
+    assert [r["seq_key"] for r in records] == sorted(r["seq_key"] for r in records)
+    [progress] = [r for r in rows if r["kind"] == "progress"]
+    assert progress["horizon_ts"] is None and progress["shard_closed"]  # no marker in it
+
+    [marker_progress] = [
+        r for r in read(resolved, "lines", "cockroachdb") if r["kind"] == "progress"
+    ]
+    assert marker_progress["horizon_ts"].isoformat() == "2026-01-01T00:05:00+00:00"
+
+
+def test_kafka_dump_lines_keep_key_topic_offset_and_null_values(tmp_path: Path) -> None:
+    dump = tmp_path / "dump.ndjson"
+    lines = [
+        {"topic": "t", "partition": 0, "offset": 7, "key": "[1]", "value": {"after": None}},
+        {"topic": "t", "partition": 0, "offset": 8, "key": "[1]", "value": None},
+        {"topic": "t", "partition": 0, "offset": -1, "value": "x"},
+        "not json",
+    ]
+    text = [line if isinstance(line, str) else json.dumps(line) for line in lines]
+    dump.write_text("\n".join(text) + "\n")
+    records = [r for r in read(dump, "kafka", None) if r["kind"] == "record"]
+    first, tombstone, bad_offset, garbage = records
+    assert (first["stream"], first["partition_key"], first["seq_key"]) == (
+        "t",
+        "[1]",
+        "00000000000000000007",
+    )
+    assert json.loads(bytes(first["data"])) == {"after": None}
+    assert tombstone["data"] is None and tombstone["envelope_error"] is None
+    assert "offset" in bad_offset["envelope_error"]
+    assert "bad Kafka message line" in garbage["envelope_error"]
