@@ -88,36 +88,43 @@ class KafkaPartitionReader:
         first = low if after is None else max(after + 1, low)
         if after is not None and after + 1 < low:
             log.warning("%s: offsets %d..%d expired before landing", task.shard_id, after + 1, low)
-        last, marker, read = after, None, 0
+        last, marker = after, None
         stop = min(high, first + self.max_records)
+        caught_up = first >= high
         if first < stop:
             client = consumer(self.bootstrap)
             try:
                 client.assign([TopicPartition(topic, int(number), first)])
                 deadline = time.monotonic() + self.timeout
-                while last is None or last < stop - 1:
+                while True:
                     message = client.poll(1.0)
                     if message is None:
                         if time.monotonic() > deadline:
                             raise TimeoutError(f"{task.shard_id}: nothing after offset {last}")
                         continue
                     error = message.error()
+                    if error is not None and error.code() == KafkaError._PARTITION_EOF:
+                        # The end: offsets up to the watermark may be transaction markers or
+                        # compacted away, and are never delivered.
+                        caught_up = True
+                        break
                     if error is not None:
-                        if error.code() == KafkaError._PARTITION_EOF:
-                            continue
                         raise RuntimeError(f"{task.shard_id}: {error}")
                     deadline = time.monotonic() + self.timeout
                     offset = message.offset()
                     if offset >= stop:
+                        caught_up = stop == high
                         break
                     row, found = self._record(task.shard_id, topic, message)
                     if found is not None and (marker is None or found > marker):
                         marker = found
-                    last, read = offset, read + 1
+                    last = offset
                     yield row
+                    if offset >= stop - 1:
+                        caught_up = stop == high
+                        break
             finally:
                 client.close()
-        caught_up = last is None or last >= high - 1
         if self.fmt in IN_BAND_RESOLVED:
             horizon = _from_micros(marker)
         else:

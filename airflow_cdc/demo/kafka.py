@@ -107,11 +107,21 @@ def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
         future.result(30)
 
 
-def produce(bootstrap: str, messages: list[dict[str, Any]]) -> None:
-    """Send messages (``topic``, ``partition``, ``key``, ``value`` as text or None)."""
+def produce(bootstrap: str, messages: list[dict[str, Any]], transactional: bool = False) -> None:
+    """Send messages (``topic``, ``partition``, ``key``, ``value`` as text or None).
+
+    ``transactional`` sends them in one Kafka transaction: its commit marker takes an offset
+    of its own in every partition written, which consumers never see.
+    """
     from confluent_kafka import Producer
 
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    config: dict[str, Any] = {"bootstrap.servers": bootstrap, "enable.idempotence": True}
+    if transactional:
+        config["transactional.id"] = f"airflow-cdc-{uuid.uuid4().hex[:8]}"
+    producer = Producer(config)
+    if transactional:
+        producer.init_transactions(30)
+        producer.begin_transaction()
     for message in messages:
         producer.produce(
             message["topic"],
@@ -119,6 +129,8 @@ def produce(bootstrap: str, messages: list[dict[str, Any]]) -> None:
             value=None if message["value"] is None else message["value"].encode("utf-8"),
             partition=message["partition"],
         )
+    if transactional:
+        producer.commit_transaction(60)
     remaining = producer.flush(60)
     if remaining:
         raise RuntimeError(f"{remaining} messages were not delivered")
