@@ -19,7 +19,8 @@ PARSERS: dict[str, Parser] = {
     "ydb": ydb.parse_json,
     "ydb-debezium": ydb.parse_debezium,
     "cockroachdb": cockroach.parse_message,
-    "arcion": debezium.parse_arcion,
+    # Arcion Replicant's JSON CDC is Debezium-shaped: key and value, schema and payload.
+    "arcion": debezium.parse_debezium,
     "cdl": debezium.parse_cdl,
     "debezium": debezium.parse_debezium,
 }

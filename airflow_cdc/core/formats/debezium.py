@@ -53,12 +53,7 @@ def parse_debezium(message: Message) -> ChangeRecord | Control:
     if message.value is None:
         return Control(TOMBSTONE, "null value: a tombstone after a delete")
     schema, payload = _envelope(load_object(message.value))
-    return _change(payload, schema, "after", message, _message_key(message.key))
-
-
-def parse_arcion(message: Message) -> ChangeRecord | Control:
-    """Parse one Arcion Replicant JSON CDC message (key and value, schema and payload)."""
-    return parse_debezium(message)
+    return _change(payload, schema, message, _message_key(message.key))
 
 
 def parse_cdl(message: Message) -> ChangeRecord | Control:
@@ -72,7 +67,7 @@ def parse_cdl(message: Message) -> ChangeRecord | Control:
     version = payload.get("message_version")
     key = payload.get("unique") if isinstance(payload.get("unique"), dict) else None
     if version == "2.0":
-        return _change(payload, schema, "after", message, key or _message_key(message.key))
+        return _change(payload, schema, message, key or _message_key(message.key))
     if version != "1.0":
         raise RecordFormatError("unknown_version", f"message_version {version!r} is not 1.0/2.0")
     operation = require(payload, "OPERATION", str)
@@ -81,39 +76,41 @@ def parse_cdl(message: Message) -> ChangeRecord | Control:
     properties = _properties(payload)
     lsn = optional_integer(properties.get("lsn"), "transaction.properties.lsn")
     ts_ms = optional_integer(payload.get("TIMESTAMP"), "TIMESTAMP") or 0
-    op = OPERATIONS[operation]
-    types, after = _typed(schema, "data", image(payload.get("data"), "data"))
-    _, before = _typed(schema, "before", image(payload.get("before"), "before"))
     txid = properties.get("txId")
-    return ChangeRecord(
-        table=TableRef(require(payload, "SEG_OWNER", str), require(payload, "TABLE_NAME", str)),
-        op=op,
-        sequence=sequence_key(lsn, 1)
-        if lsn is not None
-        else position_sequence(message.position, ts_ms),
-        commit_ts_us=ts_ms * 1000,
-        before=before,
-        after=after if op != "d" else None,
-        chunked={},
-        transaction_id=None if txid is None else str(txid),
-        key=key,
-        types=types or None,
+    return _record(
+        TableRef(require(payload, "SEG_OWNER", str), require(payload, "TABLE_NAME", str)),
+        OPERATIONS[operation],
+        sequence_key(lsn, 1) if lsn is not None else position_sequence(message.position, ts_ms),
+        ts_ms,
+        schema,
+        payload,
+        "data",
+        txid,
+        key,
     )
+
+
+def _unwrap(doc: Any) -> tuple[Any, Any] | None:
+    """(schema, payload) of a JsonConverter envelope ``{"schema", "payload"}``, else None."""
+    if isinstance(doc, dict) and "payload" in doc and set(doc) <= {"schema", "payload"}:
+        return doc.get("schema"), doc["payload"]
+    return None
 
 
 def _envelope(doc: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
     """(schema, payload) of a JsonConverter envelope, or (None, doc) for a bare payload."""
-    if "payload" in doc and set(doc) <= {"schema", "payload"}:
-        return doc.get("schema"), require(doc, "payload", dict)
-    return None, doc
+    if _unwrap(doc) is None:
+        return None, doc
+    return doc.get("schema"), require(doc, "payload", dict)
 
 
 def _message_key(text: str | None) -> dict[str, Any] | None:
     if text is None:
         return None
     doc = load_json(text)
-    if isinstance(doc, dict) and "payload" in doc and set(doc) <= {"schema", "payload"}:
-        doc = doc["payload"]
+    wrapped = _unwrap(doc)
+    if wrapped is not None:
+        doc = wrapped[1]
     if doc is None:
         return None
     if not isinstance(doc, dict):
@@ -122,24 +119,37 @@ def _message_key(text: str | None) -> dict[str, Any] | None:
 
 
 def _change(
-    payload: dict[str, Any],
-    schema: Any,
-    after_field: str,
-    message: Message,
-    key: dict[str, Any] | None,
+    payload: dict[str, Any], schema: Any, message: Message, key: dict[str, Any] | None
 ) -> ChangeRecord:
     op = require(payload, "op", str)
     source = require(payload, "source", dict)
-    types, after = _typed(schema, after_field, image(payload.get(after_field), after_field))
-    _, before = _typed(schema, "before", image(payload.get("before"), "before"))
-    if op != "d" and after is None:
+    if op != "d" and image(payload.get("after"), "after") is None:
         raise RecordFormatError("missing_image", f"op {op!r} needs an after image")
     ts_ms = optional_integer(source.get("ts_ms"), "source.ts_ms") or 0
-    txid = source.get("txId")
+    sequence = _sequence(source, op, ts_ms, message.position)
+    return _record(
+        _table(source), op, sequence, ts_ms, schema, payload, "after", source.get("txId"), key
+    )
+
+
+def _record(
+    table: TableRef,
+    op: str,
+    sequence: str,
+    ts_ms: int,
+    schema: Any,
+    payload: dict[str, Any],
+    after_field: str,
+    txid: Any,
+    key: dict[str, Any] | None,
+) -> ChangeRecord:
+    """The change of a Debezium-shaped payload whose row image is ``after_field``."""
+    types, after = _typed(schema, after_field, image(payload.get(after_field), after_field))
+    _, before = _typed(schema, "before", image(payload.get("before"), "before"))
     return ChangeRecord(
-        table=_table(source),
+        table=table,
         op=op,
-        sequence=_sequence(source, op, ts_ms, message.position),
+        sequence=sequence,
         commit_ts_us=ts_ms * 1000,
         before=before,
         after=after if op != "d" else None,
