@@ -42,7 +42,15 @@ from airflow_cdc.core.formats import IN_BAND_RESOLVED, resolved_marker
 from airflow_cdc.core.formats.cockroach import split_batch
 from airflow_cdc.core.ordering import pad_decimal
 from spark_jobs.common import base_parser, start, write_stats
-from spark_jobs.landing import ShardTask, land, load_checkpoints, progress_row, record_row
+from spark_jobs.landing import (
+    ShardTask,
+    from_micros,
+    land,
+    lateness_us,
+    load_checkpoints,
+    progress_row,
+    record_row,
+)
 
 JOB_NAME = "land_files"
 JOB_VERSION = "1.1.0"
@@ -135,7 +143,7 @@ class FileReader:
                     yield row
         final = str(last) if last is not None else task.after_sequence
         in_band = self.fmt in IN_BAND_RESOLVED
-        horizon = _from_micros(marker) if in_band else newest
+        horizon = from_micros(marker) if in_band else newest
         yield progress_row(
             self.source,
             task.shard_id,
@@ -235,12 +243,6 @@ class FileReader:
             yield row, None, Message(message, None, sub)
 
 
-def _from_micros(micros: int | None) -> dt.datetime | None:
-    if micros is None:
-        return None
-    return dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(microseconds=micros)
-
-
 def list_files(path: str) -> list[str]:
     """The NDJSON files under ``path`` (a file, a directory or a glob), sorted."""
     fs, _, paths = fsspec.get_fs_token_paths(path)
@@ -280,7 +282,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         FileReader(args.source, args.layout, args.format),
         checkpoints,
         land_seq,
-        0 if args.format in IN_BAND_RESOLVED else int(args.lateness_seconds * 1_000_000),
+        lateness_us(args.format, args.lateness_seconds),
     )
     write_stats(args.stats_file, stats)
     return stats

@@ -26,7 +26,15 @@ from airflow_cdc.core.events import Message
 from airflow_cdc.core.formats import IN_BAND_RESOLVED, resolved_marker
 from airflow_cdc.core.ordering import pad_decimal
 from spark_jobs.common import base_parser, log, start, write_stats
-from spark_jobs.landing import ShardTask, land, load_checkpoints, progress_row, record_row
+from spark_jobs.landing import (
+    ShardTask,
+    from_micros,
+    land,
+    lateness_us,
+    load_checkpoints,
+    progress_row,
+    record_row,
+)
 
 JOB_NAME = "land_kafka"
 JOB_VERSION = "1.0.0"
@@ -126,7 +134,7 @@ class KafkaPartitionReader:
             finally:
                 client.close()
         if self.fmt in IN_BAND_RESOLVED:
-            horizon = _from_micros(marker)
+            horizon = from_micros(marker)
         else:
             horizon = self.planned_at if caught_up else None
         final = None if last is None else str(last)
@@ -164,12 +172,6 @@ class KafkaPartitionReader:
             text = value.decode("utf-8", errors="replace")
             found = resolved_marker(self.fmt, Message(text, key_text, position, topic))
         return row, found
-
-
-def _from_micros(micros: int | None) -> dt.datetime | None:
-    if micros is None:
-        return None
-    return dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(microseconds=micros)
 
 
 def plan(bootstrap: str, topics: list[str]) -> dict[str, tuple[int, int]]:
@@ -220,7 +222,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         args.format,
         args.max_records_per_partition,
     )
-    lateness = 0 if args.format in IN_BAND_RESOLVED else int(args.lateness_seconds * 1_000_000)
+    lateness = lateness_us(args.format, args.lateness_seconds)
     stats = land(ctx, source, tasks, reader, checkpoints, land_seq, lateness)
     write_stats(args.stats_file, stats)
     return stats

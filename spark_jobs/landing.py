@@ -21,6 +21,7 @@ from typing import Any
 
 from pyspark.sql import functions as F
 
+from airflow_cdc.core.formats import IN_BAND_RESOLVED
 from airflow_cdc.core.resolved import ShardProgress, resolved_timestamp
 from spark_jobs.common import (
     PROGRESS,
@@ -256,6 +257,18 @@ def record_row(
     )
 
 
+def lateness_us(fmt: str | None, seconds: float) -> int:
+    """The lateness bound of a source: none for formats whose in-band markers are exact."""
+    return 0 if fmt in IN_BAND_RESOLVED else int(seconds * 1_000_000)
+
+
+def from_micros(micros: int | None) -> dt.datetime | None:
+    """A time in microseconds since the epoch as an aware datetime (a marker's horizon)."""
+    if micros is None:
+        return None
+    return dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(microseconds=micros)
+
+
 def _micros(value: dt.datetime | None) -> int | None:
     if value is None:
         return None
@@ -265,6 +278,5 @@ def _micros(value: dt.datetime | None) -> int | None:
 
 
 def _iso(micros: int | None) -> str | None:
-    if micros is None:
-        return None
-    return (dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(microseconds=micros)).isoformat()
+    moment = from_micros(micros)
+    return None if moment is None else moment.isoformat()
