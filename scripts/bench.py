@@ -99,6 +99,7 @@ def write_stream(fmt: str, records: int, dump: str, files: int) -> int:
 
 def run(spark, fmt: str, args: argparse.Namespace) -> bool:  # type: ignore[no-untyped-def]
     from spark_jobs import apply, land_files, reassemble, resolve
+    from spark_jobs.common import STATUSES
 
     work = Path(args.work) / fmt
     shutil.rmtree(work, ignore_errors=True)
@@ -138,13 +139,12 @@ def run(spark, fmt: str, args: argparse.Namespace) -> bool:  # type: ignore[no-u
     print(f"end-to-end throughput / bare pass = {bare / end_to_end:.3f}")
     print(f"peak memory (driver JVM + Python workers) = {memory.peak / 2**30:.2f} GiB")
     print("accounting: " + " ".join(f"{k}={v:,}" for k, v in sorted(accounting.items())))
-    outcomes = ("applied", "superseded", "duplicate", "pending", "quarantined", "control")
     balanced = (
         accounting["landed"] == total
         and accounting["unprocessed"] == 0
-        and sum(accounting[k] for k in outcomes) == accounting["landed"]
+        and sum(accounting[k] for k in STATUSES) == accounting["landed"]
     )
-    print(f"landed = {' + '.join(outcomes)}:", "yes" if balanced else "NO")
+    print(f"landed = {' + '.join(STATUSES)}:", "yes" if balanced else "NO")
     shutil.rmtree(work, ignore_errors=True)
     return balanced
 

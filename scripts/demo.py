@@ -56,19 +56,25 @@ def main() -> int:
         print(f"put them into {STREAM} (4 shards) on kinesis-local at {endpoint}")
         env = {**os.environ, **airflow_env(WORK / "airflow", warehouse, endpoint)}
         migrate(env)
-        print(f"running: airflow dags test dsql_to_delta {INTERVAL_END}")
-        with open(WORK / "dag-test.log", "w") as log:
-            result = subprocess.run(
-                ["airflow", "dags", "test", "dsql_to_delta", INTERVAL_END],
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                check=False,
-            )
-        if result.returncode != 0:
-            print(f"the DAG run failed; see {WORK / 'dag-test.log'}")
+        if not run_dag(env, "dsql_to_delta"):
             return 1
     return report(stream, str(warehouse))
+
+
+def run_dag(env: dict[str, str], dag_id: str) -> bool:
+    """``airflow dags test`` of one interval, logged to the demo's work directory."""
+    print(f"running: airflow dags test {dag_id} {INTERVAL_END}")
+    with open(WORK / "dag-test.log", "w") as log:
+        result = subprocess.run(
+            ["airflow", "dags", "test", dag_id, INTERVAL_END],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            check=False,
+        )
+    if result.returncode != 0:
+        print(f"the DAG run failed; see {WORK / 'dag-test.log'}")
+    return result.returncode == 0
 
 
 def kafka_demo(fmt: str, warehouse: Path) -> int:
@@ -93,17 +99,7 @@ def kafka_demo(fmt: str, warehouse: Path) -> int:
             "AIRFLOW_VAR_CDC_FORMAT": fmt,
         }
         migrate(env)
-        print(f"running: airflow dags test kafka_to_delta {INTERVAL_END}")
-        with open(WORK / "dag-test.log", "w") as log:
-            result = subprocess.run(
-                ["airflow", "dags", "test", "kafka_to_delta", INTERVAL_END],
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                check=False,
-            )
-        if result.returncode != 0:
-            print(f"the DAG run failed; see {WORK / 'dag-test.log'}")
+        if not run_dag(env, "kafka_to_delta"):
             return 1
     from spark_jobs.session import get_session
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -373,124 +374,13 @@ def test_binlog_position_orders_across_files():
 
 # --- Huawei CDL -----------------------------------------------------------------------------
 
-CDL_10 = {
-    "schema": {
-        "type": "struct",
-        "fields": [
-            {"type": "string", "optional": False, "field": "DATA_STORE"},
-            {"type": "string", "optional": False, "field": "SEG_OWNER"},
-            {"type": "string", "optional": False, "field": "TABLE_NAME"},
-            {
-                "type": "int64",
-                "optional": False,
-                "name": "org.apache.kafka.connect.data.Timestamp",
-                "version": 1,
-                "field": "TIMESTAMP",
-            },
-            {"type": "string", "optional": False, "field": "OPERATION"},
-            {"type": "string", "optional": True, "field": "LOB_COLUMNS"},
-            {
-                "type": "struct",
-                "fields": [
-                    {
-                        "type": "array",
-                        "items": {
-                            "type": "struct",
-                            "fields": [
-                                {"type": "string", "optional": False, "field": "name"},
-                                {"type": "int64", "optional": False, "field": "value"},
-                            ],
-                            "optional": False,
-                        },
-                        "optional": False,
-                        "field": "properties",
-                    }
-                ],
-                "optional": False,
-                "name": "transaction",
-                "field": "transaction",
-            },
-            {
-                "type": "struct",
-                "fields": [{"type": "int32", "optional": False, "field": "id"}],
-                "optional": True,
-                "name": "unique",
-                "field": "unique",
-            },
-            {
-                "type": "struct",
-                "fields": [
-                    {"type": "int64", "optional": True, "field": "count1"},
-                    {"type": "int32", "optional": False, "field": "id"},
-                    {
-                        "type": "int64",
-                        "optional": True,
-                        "name": "org.apache.kafka.connect.data.Timestamp",
-                        "version": 1,
-                        "field": "time1",
-                    },
-                    {
-                        "type": "string",
-                        "optional": True,
-                        "name": "com.xxx.cdc.data.Decimal",
-                        "field": "decimalNum",
-                    },
-                ],
-                "optional": True,
-                "name": "data",
-                "field": "data",
-            },
-            {
-                "type": "struct",
-                "fields": [
-                    {"type": "int64", "optional": True, "field": "count1"},
-                    {"type": "int32", "optional": False, "field": "id"},
-                    {
-                        "type": "int64",
-                        "optional": True,
-                        "name": "org.apache.kafka.connect.data.Timestamp",
-                        "version": 1,
-                        "field": "time1",
-                    },
-                    {
-                        "type": "string",
-                        "optional": True,
-                        "name": "com.xxx.cdc.data.Decimal",
-                        "field": "decimalNum",
-                    },
-                ],
-                "optional": True,
-                "name": "before",
-                "field": "before",
-            },
-            {"type": "string", "optional": False, "field": "message_version"},
-            {"type": "string", "optional": False, "field": "message_type"},
-            {"type": "string", "optional": True, "field": "HEARTBEAT_IDENTIFIER"},
-        ],
-        "optional": False,
-        "name": "public.ct_pg2hudi",
-    },
-    "payload": {
-        "DATA_STORE": "POSTGRESQL",
-        "SEG_OWNER": "public",
-        "TABLE_NAME": "ct_pg2hudi",
-        "TIMESTAMP": 1707047996013,
-        "OPERATION": "INSERT",
-        "LOB_COLUMNS": None,
-        "transaction": {
-            "properties": [
-                {"name": "lsn", "value": 163955221008},
-                {"name": "txId", "value": 57227595},
-            ]
-        },
-        "unique": {"id": 34},
-        "data": {"count1": 13, "id": 34, "time1": None, "decimalNum": None},
-        "before": None,
-        "message_version": "1.0",
-        "message_type": "0",
-        "HEARTBEAT_IDENTIFIER": "279fb050-0143-45c1-b184-50bc48c2461c",
-    },
-}
+# The seed's two samples, read verbatim: CDL JSON (1.0), then open-source Debezium JSON (2.0).
+SEED = Path(__file__).resolve().parents[2].parent / "shared" / "seeds" / "004_5572f1559f40c1ec.txt"
+CDL_10, CDL_20 = (
+    json.loads(line)
+    for line in SEED.read_text(encoding="utf-8").splitlines()
+    if line.strip().startswith('{"schema"')
+)
 CT = parse_tables(
     "CREATE TABLE public.ct_pg2hudi (id INT PRIMARY KEY, count1 BIGINT, time1 TIMESTAMPTZ,"
     ' "decimalNum" NUMERIC(20, 4))'
@@ -528,30 +418,8 @@ def test_cdl_heartbeats_advance_the_resolved_timestamp_and_are_never_rows():
 
 def test_cdl_20_is_debezium_with_unique():
     # Seed: the open-source Debezium JSON sample (message_version 2.0).
-    value = {
-        "payload": {
-            "before": None,
-            "after": {"count1": 14, "id": 35, "time1": None, "decimalNum": None},
-            "source": {
-                "version": "1.4.0.Final",
-                "connector": "postgresql",
-                "name": "cdl",
-                "ts_ms": 1707048891235,
-                "snapshot": "false",
-                "db": "cdl",
-                "schema": "public",
-                "table": "ct_pg2hudi",
-                "txId": 57227663,
-                "lsn": 163955586912,
-            },
-            "op": "c",
-            "ts_ms": 1707048984208,
-            "message_version": "2.0",
-            "message_type": "0",
-            "LOB_COLUMNS": None,
-            "unique": {"id": 35},
-        }
-    }
+    value = CDL_20
+    assert value["payload"]["message_version"] == "2.0"
     record = change("cdl", value)
     assert record.key == {"id": 35} and record.table.qualified == "public.ct_pg2hudi"
     assert record.sequence == change("debezium", value).sequence

@@ -16,6 +16,7 @@ import pytest
 
 from airflow_cdc.core.formats import IN_BAND_RESOLVED
 from airflow_cdc.demo.change_stream import DDL, FORMATS, generate
+from spark_jobs.common import STATUSES
 from tests.spark.pipeline import land_dump, process
 
 pytestmark = pytest.mark.spark
@@ -56,8 +57,7 @@ def test_format_end_to_end(spark: Any, tmp_path: Path, fmt: str) -> None:
     accounting = stats["apply"]["accounting"]
     assert accounting["unprocessed"] == 0 and accounting["quarantined"] == 0
     assert accounting["duplicate"] > 0 and accounting["superseded"] > 0
-    outcomes = ("applied", "superseded", "duplicate", "pending", "quarantined", "control")
-    assert accounting["landed"] == sum(accounting[k] for k in outcomes)
+    assert accounting["landed"] == sum(accounting[k] for k in STATUSES)
     state = json.loads(Path(warehouse, "_cdc", "resolved", "dump.json").read_text())
     if fmt in IN_BAND_RESOLVED:
         assert accounting["control"] > 0
