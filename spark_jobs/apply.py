@@ -21,7 +21,7 @@ from typing import Any
 from delta.tables import DeltaTable
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructType
+from pyspark.sql.types import StringType, StructField, StructType
 
 from airflow_cdc.core.ddl import TableSpec, parse_tables
 from spark_jobs.common import (
@@ -92,11 +92,8 @@ def evolve(ctx: JobContext, path: str, staged: DataFrame) -> list[str]:
     target = DeltaTable.forPath(ctx.spark, path)
     existing = {f.name for f in target.toDF().schema.fields}
     seen = [r[0] for r in staged.select(F.explode(F.map_keys("_cdc_extra"))).distinct().collect()]
-    added = sorted(c for c in seen if c not in existing)
-    if added:
-        columns = ", ".join(f"`{c}` STRING" for c in added)
-        ctx.spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({columns})")
-        log.info("added columns %s to %s", added, path)
+    added = [StructField(c, StringType()) for c in sorted(seen) if c not in existing]
+    conform(ctx.spark, path, StructType(added))
     schema = DeltaTable.forPath(ctx.spark, path).toDF().schema
     declared = {f.name for f in staged.schema.fields}
     return [
