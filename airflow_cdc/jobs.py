@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import os
+import re
 import zipfile
 from pathlib import Path
 
@@ -17,10 +18,21 @@ import airflow_cdc
 
 # delta-spark 4.4.0 is built for Spark 4.2 (artifact suffix _4.2_2.13).
 DELTA_PACKAGE = "io.delta:delta-spark_4.2_2.13:4.4.0"
-JOBS = ("land_kinesis", "land_kafka", "land_files", "reassemble", "resolve", "apply")
+JOBS = ("land_kinesis", "land_kafka", "land_files", "apply_changes")
 _PACKAGE_ROOT = Path(airflow_cdc.__file__).resolve().parent
 _REPO_ROOT = _PACKAGE_ROOT.parent
 _SHIPPED = ("airflow_cdc/__init__.py", "airflow_cdc/jobs.py", "airflow_cdc/core", "spark_jobs")
+
+
+# A source names a partition and a file under the warehouse: a plain name, never a path.
+SOURCE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}")
+
+
+def check_source(source: str) -> str:
+    """``source`` if it is a plain name (letters, digits, ``_.-``), else ``ValueError``."""
+    if not isinstance(source, str) or not SOURCE_NAME.fullmatch(source) or ".." in source:
+        raise ValueError(f"source must match {SOURCE_NAME.pattern}, got {source!r}")
+    return source
 
 
 def resolved_state_path(warehouse: str, source: str) -> str:

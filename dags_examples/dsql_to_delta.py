@@ -1,6 +1,6 @@
 """Hourly Aurora DSQL (Kinesis) to Delta Lake.
 
-land -> wait_for_resolved -> reassemble -> resolve -> apply, one batch per data interval.
+land -> wait_for_resolved -> apply_changes, one batch per data interval.
 Each task processes the batch named by its interval's end, so re-running an interval (a
 backfill from the UI or ``airflow backfill create``) reprocesses the same batch and leaves
 the tables as they are: MERGE only moves a row forward in commit order.
@@ -18,7 +18,7 @@ from airflow.sdk import DAG, CronDataIntervalTimetable
 
 from airflow_cdc.demo.dsql_stream import DDL
 from airflow_cdc.operators.land import LandKinesisOperator
-from airflow_cdc.operators.process import ApplyOperator, ReassembleOperator, ResolveOperator
+from airflow_cdc.operators.process import ApplyChangesOperator
 from airflow_cdc.sensors.resolved import ResolvedTimestampSensor
 
 WAREHOUSE = "{{ var.value.get('cdc_warehouse', '/tmp/airflow-cdc/warehouse') }}"
@@ -48,10 +48,14 @@ with DAG(
         poke_interval=60,
         timeout=6 * 3600,
     )
-    reassemble = ReassembleOperator(
-        task_id="reassemble", warehouse=WAREHOUSE, max_pending_age_seconds=3600
+    # One batch at a time per source: runs of one source share its open fragment sets.
+    apply_changes = ApplyChangesOperator(
+        task_id="apply_changes",
+        warehouse=WAREHOUSE,
+        source=STREAM,
+        ddl=DDL,
+        max_pending_age_seconds=3600,
+        max_active_tis_per_dag=1,
     )
-    resolve = ResolveOperator(task_id="resolve", warehouse=WAREHOUSE, ddl=DDL)
-    apply = ApplyOperator(task_id="apply", warehouse=WAREHOUSE, ddl=DDL, resolved_source=STREAM)
 
-    land >> wait_for_resolved >> reassemble >> resolve >> apply
+    land >> wait_for_resolved >> apply_changes

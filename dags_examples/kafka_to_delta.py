@@ -1,6 +1,6 @@
 """Hourly Kafka change stream (YDB, CockroachDB, Arcion, Huawei CDL or Debezium) to Delta Lake.
 
-land -> wait_for_resolved -> reassemble -> resolve -> apply, one batch per data interval, as
+land -> wait_for_resolved -> apply_changes, one batch per data interval, as
 in ``dsql_to_delta``; only the landing source and the record format differ. For formats with
 in-band resolved markers (``ydb``, ``cockroachdb``, ``cdl``) the sensor waits for the
 changefeed's own resolved timestamp to pass the interval's end.
@@ -19,7 +19,7 @@ from airflow.sdk import DAG, CronDataIntervalTimetable
 
 from airflow_cdc.demo.change_stream import DDL
 from airflow_cdc.operators.land import LandKafkaOperator
-from airflow_cdc.operators.process import ApplyOperator, ReassembleOperator, ResolveOperator
+from airflow_cdc.operators.process import ApplyChangesOperator
 from airflow_cdc.sensors.resolved import ResolvedTimestampSensor
 
 WAREHOUSE = "{{ var.value.get('cdc_warehouse', '/tmp/airflow-cdc/warehouse') }}"
@@ -51,8 +51,15 @@ with DAG(
         poke_interval=60,
         timeout=6 * 3600,
     )
-    reassemble = ReassembleOperator(task_id="reassemble", warehouse=WAREHOUSE, record_format=FORMAT)
-    resolve = ResolveOperator(task_id="resolve", warehouse=WAREHOUSE, ddl=DDL)
-    apply = ApplyOperator(task_id="apply", warehouse=WAREHOUSE, ddl=DDL, resolved_source=TOPIC)
+    # One batch at a time per source: runs of one source share its open fragment sets.
+    apply_changes = ApplyChangesOperator(
+        task_id="apply_changes",
+        warehouse=WAREHOUSE,
+        source=TOPIC,
+        ddl=DDL,
+        record_format=FORMAT,
+        max_pending_age_seconds=3600,
+        max_active_tis_per_dag=1,
+    )
 
-    land >> wait_for_resolved >> reassemble >> resolve >> apply
+    land >> wait_for_resolved >> apply_changes

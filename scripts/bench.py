@@ -1,4 +1,4 @@
-"""`make bench`: throughput of each pipeline stage, measured against a bare Spark pass.
+"""`make bench`: the pipeline's throughput against three baselines, measured in one run.
 
 For each --format (``dsql`` by default; ``all`` for every format): generates a stream of about
 --records delivered records (DSQL: fragments, redeliveries, out-of-order arrival, bad input;
@@ -6,11 +6,16 @@ Kafka formats: redeliveries, arrival out of commit order, deletes, control messa
 partial updates), writes it as NDJSON dumps (Kinesis records, or Kafka messages), then on one
 Spark session (local[*]) times:
 
-* a bare pass: read the dump lines, decode each record and parse its JSON, count;
-* land (files), reassemble, resolve and apply, each as its job's main() on the same session.
+* the bare pass: read the dump lines, decode each record, parse its JSON envelope, count;
+* the floor: the same parse, then one Delta append of every record and its envelope fields,
+  the least any pipeline that lands the records durably must do;
+* the AUTO CDC baseline (DSQL): Spark 4.2's open-source AUTO CDC SCD1 algorithm on the
+  ``full`` records, ported to Delta (``scripts/baselines.py``);
+* land (files) and apply_changes, each as its job's main() on the same session.
 
-It prints records/s per stage and end to end, the ratio of end-to-end throughput to the bare
-pass, and the peak resident memory of the whole process tree (driver JVM, Python workers).
+It prints records/s per stage and end to end, one line per ratio (baseline time over the
+project's end-to-end time, higher is faster), and the peak resident memory of the whole
+process tree (driver JVM, Python workers).
 Figures come from one run on this machine; nothing here is a test.
 """
 
@@ -27,6 +32,9 @@ import psutil
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "scripts"))
+
+import baselines  # noqa: E402
 
 from airflow_cdc.demo import change_stream  # noqa: E402
 from airflow_cdc.demo.dsql_stream import DDL, generate, write_ndjson  # noqa: E402
@@ -62,25 +70,6 @@ class PeakMemory:
         self._thread.join()
 
 
-def bare_pass(spark, dump: str, fmt: str) -> int:  # type: ignore[no-untyped-def]
-    from pyspark.sql import functions as F
-
-    lines = spark.read.text(f"{dump}/*.ndjson")
-    if fmt == "dsql":
-        data = F.unbase64(F.get_json_object("value", "$.Data")).cast("string")
-        record = F.from_json(
-            data,
-            "type STRING, op STRING, source STRUCT<ts_ns: BIGINT,"
-            " `schema`: STRING, `table`: STRING>, after MAP<STRING, STRING>,"
-            " before MAP<STRING, STRING>",
-        )
-        return int(lines.select(record.alias("r")).where(F.col("r").isNotNull()).count())
-    value = F.get_json_object("value", "$.value")
-    record = F.from_json(value, "MAP<STRING, STRING>")
-    parsed = lines.select(value.alias("v"), record.alias("r"))
-    return int(parsed.where(F.col("r").isNotNull() | F.col("v").isNull()).count())
-
-
 def write_stream(fmt: str, records: int, dump: str, files: int) -> int:
     """Generate and write about ``records`` delivered records of ``fmt``; how many there are."""
     if fmt == "dsql":
@@ -97,9 +86,15 @@ def write_stream(fmt: str, records: int, dump: str, files: int) -> int:
     return len(changes.lines)
 
 
+def timed(job, *args):  # type: ignore[no-untyped-def]
+    started = time.perf_counter()
+    result = job(*args)
+    return result, time.perf_counter() - started
+
+
 def run(spark, fmt: str, args: argparse.Namespace) -> bool:  # type: ignore[no-untyped-def]
-    from spark_jobs import apply, land_files, reassemble, resolve
-    from spark_jobs.common import STATUSES
+    from spark_jobs import apply_changes, land_files
+    from spark_jobs.ledger import STATUSES
 
     work = Path(args.work) / fmt
     shutil.rmtree(work, ignore_errors=True)
@@ -113,30 +108,36 @@ def run(spark, fmt: str, args: argparse.Namespace) -> bool:  # type: ignore[no-u
     ddl = DDL if fmt == "dsql" else change_stream.DDL
     layout = ["--layout", "kinesis"] if fmt == "dsql" else ["--layout", "kafka", "--format", fmt]
     common = ["--warehouse", warehouse, "--batch-id", "bench"]
-    stages = [
-        ("land", land_files.main, ["--path", dump, "--source", "bench", *layout]),
-        ("reassemble", reassemble.main, ["--format", fmt]),
-        ("resolve", resolve.main, ["--ddl", ddl]),
-        ("apply", apply.main, ["--ddl", ddl, "--resolved-source", "bench"]),
-    ]
+    land_args = [*common, "--path", dump, "--source", "bench", *layout]
+    apply_args = [*common, "--source", "bench", "--format", fmt, "--ddl", ddl]
     with PeakMemory() as memory:
-        t0 = time.perf_counter()
-        parsed = bare_pass(spark, dump, fmt)
-        bare = time.perf_counter() - t0
-        timings = {}
-        stats = {}
-        for name, job, extra in stages:
-            t0 = time.perf_counter()
-            stats[name] = job([*common, *extra])
-            timings[name] = time.perf_counter() - t0
-    end_to_end = sum(timings.values())
-    accounting = stats["apply"]["accounting"]
-    print(f"{'stage':<12}{'seconds':>10}{'records/s':>14}")
-    print(f"{'bare pass':<12}{bare:>10.1f}{total / bare:>14,.0f}   (parsed {parsed:,})")
-    for name, seconds in timings.items():
-        print(f"{name:<12}{seconds:>10.1f}{total / seconds:>14,.0f}")
-    print(f"{'end to end':<12}{end_to_end:>10.1f}{total / end_to_end:>14,.0f}")
-    print(f"end-to-end throughput / bare pass = {bare / end_to_end:.3f}")
+        # Baselines and the project interleaved on one warm session.
+        parsed, bare = timed(baselines.bare_pass, spark, dump, fmt)
+        _, floor = timed(baselines.floor, spark, dump, fmt, str(work / "floor"))
+        auto = None
+        if fmt == "dsql":
+            _, auto = timed(baselines.auto_cdc, spark, dump, ddl, str(work / "auto_cdc"))
+        _, land = timed(land_files.main, land_args)
+        stats, process = timed(apply_changes.main, apply_args)
+    end_to_end = land + process
+    accounting = stats["accounting"]
+    print(f"{'stage':<22}{'seconds':>10}{'records/s':>14}")
+    rows = [
+        ("bare pass", bare),
+        ("floor", floor),
+        ("AUTO CDC baseline", auto),
+        ("land", land),
+        ("apply_changes", process),
+        ("end to end", end_to_end),
+    ]
+    for name, seconds in rows:
+        if seconds is not None:
+            print(f"{name:<22}{seconds:>10.1f}{total / seconds:>14,.0f}")
+    print(f"(bare pass parsed {parsed:,})")
+    if auto is not None:
+        print(f"end-to-end / AUTO CDC baseline = {auto / end_to_end:.2f}")
+    print(f"end-to-end / floor = {floor / end_to_end:.2f}")
+    print(f"end-to-end / bare pass = {bare / end_to_end:.2f}")
     print(f"peak memory (driver JVM + Python workers) = {memory.peak / 2**30:.2f} GiB")
     print("accounting: " + " ".join(f"{k}={v:,}" for k, v in sorted(accounting.items())))
     balanced = (

@@ -122,7 +122,10 @@ def kafka_demo(fmt: str, warehouse: Path) -> int:
 
 def accounting(spark, warehouse: str) -> int:  # type: ignore[no-untyped-def]
     """Print where every landed record ended; 1 if any has no outcome."""
-    ledger = spark.read.format("delta").load(f"{warehouse}/_cdc/ledger")
+    from spark_jobs.ledger import current_status
+
+    ledger = current_status(spark.read.format("delta").load(f"{warehouse}/_cdc/ledger"))
+    ledger = ledger.select("record_id", "status")
     raw = spark.read.format("delta").load(f"{warehouse}/_cdc/raw").where("kind = 'record'")
     counts = {
         r["status"]: r["count"]

@@ -35,22 +35,38 @@ from collections.abc import Iterator
 from typing import Any
 
 import fsspec
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 
 from airflow_cdc.core.events import Message
 from airflow_cdc.core.exceptions import RecordFormatError
 from airflow_cdc.core.formats import IN_BAND_RESOLVED, resolved_marker
 from airflow_cdc.core.formats.cockroach import split_batch
 from airflow_cdc.core.ordering import pad_decimal
-from spark_jobs.common import base_parser, start, write_stats
+from spark_jobs.common import (
+    RAW_SCHEMA,
+    RECORD,
+    JobContext,
+    base_parser,
+    source_name,
+    start,
+    write_stats,
+)
 from spark_jobs.landing import (
+    Checkpoint,
     ShardTask,
+    commit,
     from_micros,
     land,
     lateness_us,
     load_checkpoints,
     progress_row,
     record_row,
+    run_name,
+    to_micros,
 )
+from spark_jobs.ledger import union_all
+from spark_jobs.schemas import struct
 
 JOB_NAME = "land_files"
 JOB_VERSION = "1.1.0"
@@ -257,10 +273,155 @@ def list_files(path: str) -> list[str]:
     return sorted(prefix + p for p in found)
 
 
+# What the JVM reader keeps of a Kinesis dump line (the rules of parse_line).
+_BASE64 = r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"
+
+
+def kinesis_dump_records(
+    ctx: JobContext, source: str, tasks: list[ShardTask]
+) -> tuple[DataFrame, DataFrame]:
+    """The records of Kinesis-layout dump files after their checkpoints, read and decoded in
+    the JVM (the rules of :func:`parse_line`); every line after the checkpoint is numbered,
+    blank ones included, and blank ones land nothing."""
+    files = [
+        ctx.spark.read.text(task.shard_id, wholetext=True).select(
+            F.lit(task.shard_id).alias("shard_id"),
+            F.lit(int(task.after_sequence or 0)).alias("after"),
+            "value",
+        )
+        for task in tasks
+    ]
+    lines = union_all(files).select(
+        "shard_id", "after", F.posexplode(F.split("value", "\n")).alias("pos", "line")
+    )
+    numbered = lines.select("shard_id", (F.col("pos") + 1).alias("number"), "line").where(
+        F.col("number") > F.col("after")
+    )
+    doc = F.try_parse_json("line")
+    kind = F.schema_of_variant(doc)
+    data = F.try_variant_get(doc, "$.Data", "variant")
+    data_text = F.try_variant_get(data, "$", "string")
+    arrival = F.try_variant_get(doc, "$.ApproximateArrivalTimestamp", "variant")
+    arrival_kind = F.schema_of_variant(arrival)
+    arrival_text = F.try_variant_get(arrival, "$", "string")
+    number_seconds = F.when(
+        arrival_kind.rlike("^(TINYINT|SMALLINT|INT|BIGINT|DECIMAL.*|DOUBLE)$"),
+        F.try_variant_get(arrival, "$", "decimal(38,6)"),
+    )
+    arrival_ts = F.coalesce(
+        F.timestamp_micros((number_seconds * 1_000_000).try_cast("bigint")),
+        F.when(arrival_kind == "STRING", F.try_to_timestamp(arrival_text)),
+    )
+    partition = F.try_variant_get(doc, "$.PartitionKey", "variant")
+    error = (
+        F.when(
+            ~F.coalesce(kind.startswith("OBJECT"), F.lit(False)),
+            F.lit("bad dump line: a line must be an object with a base64 Data field"),
+        )
+        .when(
+            F.coalesce(F.schema_of_variant(data) != "STRING", F.lit(True)),
+            F.lit("bad dump line: a line must be an object with a base64 Data field"),
+        )
+        .when(~data_text.rlike(_BASE64), F.lit("bad dump line: Data is not Base64"))
+        .when(
+            arrival.isNotNull() & (arrival_kind != "VOID") & arrival_ts.isNull(),
+            F.lit("bad dump line: ApproximateArrivalTimestamp is not a time"),
+        )
+    )
+    good = error.isNull()
+    return numbered.where(F.trim("line") != "").select(
+        F.concat(F.lit("file:"), "shard_id", F.lit("#"), F.col("number").cast("string")).alias(
+            "record_id"
+        ),
+        F.lit(source).alias("source"),
+        F.lit(source).alias("stream"),
+        "shard_id",
+        F.col("number").cast("string").alias("sequence_number"),
+        F.lpad(F.col("number").cast("string"), LINE_WIDTH, "0").alias("seq_key"),
+        F.when(
+            good & (F.schema_of_variant(partition) != "VOID"),
+            F.when(
+                F.schema_of_variant(partition) == "STRING",
+                F.try_variant_get(partition, "$", "string"),
+            ).otherwise(F.to_json(partition)),
+        ).alias("partition_key"),
+        F.when(good, arrival_ts).alias("arrival_ts"),
+        F.when(good, F.unbase64(data_text)).otherwise(F.encode("line", "utf-8")).alias("data"),
+        error.alias("envelope_error"),
+        F.lit(RECORD).alias("kind"),
+        F.lit(None).cast("boolean").alias("shard_closed"),
+        F.lit(None).cast("timestamp").alias("horizon_ts"),
+    ), numbered
+
+
+def land_kinesis_dumps(
+    ctx: JobContext,
+    source: str,
+    tasks: list[ShardTask],
+    checkpoints: dict[str, Checkpoint],
+    land_seq: int,
+    lateness: int,
+) -> dict[str, Any]:
+    """Land Kinesis-layout dumps without Python per record: read, decode and commit in the
+    JVM, with one progress row per file (its last line, its newest arrival)."""
+    run = run_name(ctx)
+    if not tasks:
+        return commit(ctx, source, tasks, None, dict(checkpoints), land_seq, lateness, run)
+    records, numbered = kinesis_dump_records(ctx, source, tasks)
+    records = records.localCheckpoint()
+    lines = {
+        r["shard_id"]: r["last"]
+        for r in numbered.groupBy("shard_id").agg(F.max("number").alias("last")).collect()
+    }
+    newest = {
+        r["shard_id"]: r["newest"]
+        for r in records.groupBy("shard_id").agg(F.max("arrival_ts").alias("newest")).collect()
+    }
+    progress = dict(checkpoints)
+    rows = []
+    for task in tasks:
+        last = lines.get(task.shard_id)
+        final = str(last) if last is not None else task.after_sequence
+        horizon = newest.get(task.shard_id)
+        before = checkpoints.get(task.shard_id)
+        horizon_us = (
+            to_micros(horizon)
+            if horizon is not None
+            else (before.horizon_us if before is not None else None)
+        )
+        progress[task.shard_id] = Checkpoint(task.shard_id, final, True, horizon_us)
+        row = progress_row(
+            source,
+            task.shard_id,
+            final,
+            pad_decimal(final, LINE_WIDTH) if final else None,
+            True,
+            from_micros(horizon_us),
+        )
+        rows.append((*row[:1], source, *row[1:]))
+    tail = (
+        F.lit(land_seq).cast("bigint").alias("land_seq"),
+        F.lit(ctx.batch_id).alias("batch_id"),
+        F.lit(run).alias("land_run"),
+    )
+    progress_rows = ctx.spark.createDataFrame(
+        rows,
+        struct(
+            ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in RAW_SCHEMA.fields[:13])
+        ),
+    )
+    staged = records.select("*", *tail).unionByName(progress_rows.select("*", *tail))
+    stats = commit(ctx, source, tasks, staged, progress, land_seq, lateness, run)
+    stats.update(waves=1, shards_pending=[])
+    return stats
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = base_parser(__doc__)
     parser.add_argument("--path", required=True, help="NDJSON file, directory or glob")
-    parser.add_argument("--source", required=True, help="name of the landed source")
+    parser.add_argument(
+        "--source", required=True, type=source_name, help="name of the landed source"
+    )
     parser.add_argument("--lateness-seconds", type=float, default=300.0)
     parser.add_argument("--layout", choices=LAYOUTS, default="kinesis")
     parser.add_argument(
@@ -275,15 +436,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         after = checkpoint.sequence_number if checkpoint else None
         # A file that grew since its last landing is read again from its checkpoint.
         tasks.append(ShardTask(path, after, reopen=True))
-    stats = land(
-        ctx,
-        args.source,
-        tasks,
-        FileReader(args.source, args.layout, args.format),
-        checkpoints,
-        land_seq,
-        lateness_us(args.format, args.lateness_seconds),
-    )
+    lateness = lateness_us(args.format, args.lateness_seconds)
+    if args.layout == "kinesis" and args.format not in IN_BAND_RESOLVED:
+        stats = land_kinesis_dumps(ctx, args.source, tasks, checkpoints, land_seq, lateness)
+    else:
+        reader = FileReader(args.source, args.layout, args.format)
+        stats = land(ctx, args.source, tasks, reader, checkpoints, land_seq, lateness)
     write_stats(args.stats_file, stats)
     return stats
 

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from airflow_cdc.core.formats import IN_BAND_RESOLVED
@@ -32,7 +33,8 @@ from spark_jobs.common import (
     ensure_table,
     fault_point,
     log,
-    read_table,
+    read_text,
+    table_exists,
     write_text,
 )
 
@@ -64,27 +66,37 @@ ShardReader = Callable[[ShardTask], Iterator[tuple[Any, ...]]]
 
 
 def load_checkpoints(ctx: JobContext, source: str) -> tuple[dict[str, Checkpoint], int]:
-    """Per-shard checkpoints of ``source`` and the next landing sequence number."""
-    raw = read_table(ctx.spark, ctx.warehouse.raw, RAW_SCHEMA)
-    progress = raw.where((F.col("kind") == PROGRESS) & (F.col("source") == source))
-    rows = (
-        progress.groupBy("shard_id")
-        .agg(
-            F.max_by("sequence_number", "seq_key").alias("sequence_number"),
-            F.max("shard_closed").alias("closed"),
-            F.max("horizon_ts").alias("horizon_ts"),
-            F.max("land_seq").alias("land_seq"),
-        )
-        .collect()
+    """Per-shard checkpoints of ``source`` and the next landing sequence number.
+
+    Every landing run writes a progress row for every shard it knows (carrying forward the
+    ones it did not read), so the newest run's rows are the whole checkpoint. The resolved
+    state file names that run; reading from its ``land_seq`` on lets Delta skip the files of
+    older runs by their statistics (a run that committed but died before writing the file is
+    newer, so it is read too).
+    """
+    if not table_exists(ctx.spark, ctx.warehouse.raw):
+        return {}, 1
+    progress = (
+        ctx.spark.read.format("delta")
+        .load(ctx.warehouse.raw)
+        .where((F.col("source") == source) & (F.col("kind") == PROGRESS))
     )
+    state = read_text(ctx, ctx.warehouse.resolved_file(source))
+    hint = json.loads(state).get("land_seq") if state else None
+    if isinstance(hint, int):
+        progress = progress.where(F.col("land_seq") >= hint)
+    rows = progress.select(
+        "shard_id", "sequence_number", "shard_closed", "horizon_ts", "land_seq"
+    ).collect()
+    newest = max((r["land_seq"] for r in rows), default=0)
     checkpoints = {
         r["shard_id"]: Checkpoint(
-            r["shard_id"], r["sequence_number"], bool(r["closed"]), _micros(r["horizon_ts"])
+            r["shard_id"], r["sequence_number"], bool(r["shard_closed"]), to_micros(r["horizon_ts"])
         )
         for r in rows
+        if r["land_seq"] == newest
     }
-    next_seq = max((r["land_seq"] for r in rows), default=0) + 1
-    return checkpoints, next_seq
+    return checkpoints, newest + 1
 
 
 def land(
@@ -97,7 +109,7 @@ def land(
     lateness_us: int,
 ) -> dict[str, Any]:
     """Read ``tasks`` (parents before children), then commit records and progress at once."""
-    run = f"{ctx.run_id}:{uuid.uuid4().hex[:8]}"
+    run = run_name(ctx)
     # What a crashed run of this source left behind was never committed: drop it.
     delete_path(ctx, ctx.warehouse.staging(source))
     staging = ctx.warehouse.staging(source, uuid.uuid4().hex)
@@ -120,30 +132,53 @@ def land(
                 finished.add(row.shard_id)
         done = {t.shard_id for t in ready}
         waiting = [t for t in waiting if t.shard_id not in done]
+    staged = ctx.spark.read.schema(RAW_SCHEMA).parquet(f"{staging}/wave=*") if waves else None
+    stats = commit(ctx, source, tasks, staged, progress, land_seq, lateness_us, run)
+    if waves:
+        delete_path(ctx, staging)
+    stats.update(waves=waves, shards_pending=sorted(t.shard_id for t in waiting))
+    return stats
+
+
+def commit(
+    ctx: JobContext,
+    source: str,
+    tasks: list[ShardTask],
+    staged: DataFrame | None,
+    progress: dict[str, Checkpoint],
+    land_seq: int,
+    lateness_us: int,
+    run: str,
+) -> dict[str, Any]:
+    """Append what a run read (records, then one progress row per shard read) with the
+    carried progress of the other shards, in one idempotent Delta commit; then record the
+    source's resolved timestamp."""
     resolved = resolved_timestamp(
         [ShardProgress(c.shard_id, c.horizon_us, c.closed) for c in progress.values()],
         lateness_us,
     )
     landed = 0
-    if waves:
-        staged = ctx.spark.read.schema(RAW_SCHEMA).parquet(f"{staging}/wave=*")
+    if staged is not None:
         landed = staged.where(F.col("kind") == RECORD).count()
+        read = {t.shard_id for t in tasks}
+        carried = _carried_progress(ctx, source, progress, read, land_seq, run)
         fault_point("land:before_commit")
-        ensure_table(ctx.spark, ctx.warehouse.raw, RAW_SCHEMA, ["batch_id"])
+        ensure_table(ctx.spark, ctx.warehouse.raw, RAW_SCHEMA, ["source", "batch_id"])
         (
-            staged.write.format("delta")
+            staged.unionByName(carried)
+            .write.format("delta")
             .mode("append")
             .option("txnAppId", f"land:{source}")
             .option("txnVersion", land_seq)
             .save(ctx.warehouse.raw)
         )
         fault_point("land:after_commit")
-        delete_path(ctx, staging)
     state = {
         "source": source,
         "resolved_ts": _iso(resolved),
         "batch_id": ctx.batch_id,
-        "land_seq": land_seq,
+        # The newest committed landing run: where the next run's checkpoints are.
+        "land_seq": land_seq if staged is not None else land_seq - 1,
         "run": run,
         "shards": {
             s: {
@@ -161,11 +196,34 @@ def land(
         "batch_id": ctx.batch_id,
         "landed": landed,
         "shards_read": sum(1 for t in tasks if t.shard_id in progress),
-        "waves": waves,
         "resolved_ts": _iso(resolved),
         "land_seq": land_seq,
-        "shards_pending": sorted(t.shard_id for t in waiting),
     }
+
+
+def run_name(ctx: JobContext) -> str:
+    """A landing run's name, kept in each row it lands (``land_run``)."""
+    return f"{ctx.run_id}:{uuid.uuid4().hex[:8]}"
+
+
+def _carried_progress(
+    ctx: JobContext,
+    source: str,
+    progress: dict[str, Checkpoint],
+    read: set[str],
+    land_seq: int,
+    run: str,
+) -> Any:
+    """Progress rows for the shards this run did not read, so that its rows are complete."""
+    rows = []
+    for c in progress.values():
+        if c.shard_id in read:
+            continue
+        row = progress_row(
+            source, c.shard_id, c.sequence_number, None, c.closed, from_micros(c.horizon_us)
+        )
+        rows.append((*row[:1], source, *row[1:], land_seq, ctx.batch_id, run))
+    return ctx.spark.createDataFrame(rows, RAW_SCHEMA)
 
 
 def _read_wave(
@@ -199,7 +257,7 @@ def _wave_progress(ctx: JobContext, path: str) -> list[Checkpoint]:
     )
     return [
         Checkpoint(
-            r["shard_id"], r["sequence_number"], bool(r["shard_closed"]), _micros(r["horizon_ts"])
+            r["shard_id"], r["sequence_number"], bool(r["shard_closed"]), to_micros(r["horizon_ts"])
         )
         for r in rows
     ]
@@ -269,7 +327,7 @@ def from_micros(micros: int | None) -> dt.datetime | None:
     return dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(microseconds=micros)
 
 
-def _micros(value: dt.datetime | None) -> int | None:
+def to_micros(value: dt.datetime | None) -> int | None:
     if value is None:
         return None
     if value.tzinfo is None:

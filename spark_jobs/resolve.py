@@ -1,116 +1,54 @@
-"""Decode changes into typed rows of the declared tables and resolve each key's order.
+"""Decode changes into typed rows of a declared table and resolve each key's order.
 
-Per batch and declared table: every change is decoded per the table's DDL (a value that does
-not decode, a missing key, or a type that would lose data quarantines the change with its raw
-records); then per primary key only the change with the highest commit sequence survives, the
-others are marked ``superseded`` (older) or ``duplicate`` (the same sequence again). Partial
-updates (YDB's UPDATES mode) are folded column by column onto the newest full image before
-them. Survivors are staged for the apply job. Changes of tables nobody declared are
-quarantined (``undeclared_table``).
+Per declared table: every change is decoded per the table's DDL with Spark expressions
+(:mod:`spark_jobs.decode`; a value that does not decode, a missing key, or a type that would
+lose data marks the change with a quarantine reason), then per primary key, compared by its
+*typed* value, only the change with the highest commit sequence survives; the others are
+``superseded`` (older) or ``duplicate`` (the same sequence again). Partial updates (YDB's
+UPDATES mode) fold column by column onto the newest full image before them
+(:mod:`airflow_cdc.core.partial`, through Arrow, for the keys that have them).
 
 Column types: the DDL's, widened where the target table was widened before, plus the columns
 the stream's own schemas (Kafka Connect) declare; a lossless widening the batch needs (int32
-to int64) is applied to the staged table here and to the target by the apply job.
+to int64) is applied to the target by :mod:`spark_jobs.apply`.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+import logging
 from dataclasses import replace
 from typing import Any
 
 from delta.tables import DeltaTable
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from airflow_cdc.core.ddl import ColumnSpec, TableSpec, parse_tables
-from airflow_cdc.core.exceptions import RecordFormatError
+from airflow_cdc.core.ddl import ColumnSpec, TableSpec
 from airflow_cdc.core.partial import fold
-from airflow_cdc.core.rows import decode_row
-from airflow_cdc.core.types import column_of, column_of_spark, spark_type, widen
-from spark_jobs.common import (
-    DUPLICATE,
-    SUPERSEDED,
-    JobContext,
-    Outcomes,
-    base_parser,
-    conform,
-    finish,
-    log,
-    read_table,
-    snapshot,
-    start,
-    table_exists,
-    with_payloads,
-)
-from spark_jobs.reassemble import CHANGES_SCHEMA
+from airflow_cdc.core.types import column_of, column_of_spark, family_of, spark_type, widen
+from spark_jobs.ledger import DUPLICATE, SUPERSEDED
+from spark_jobs.parse import IMAGE
 from spark_jobs.schemas import struct
+from spark_jobs.values import decode_columns, decode_value
 
-JOB_NAME = "resolve"
-JOB_VERSION = "1.1.0"
+log = logging.getLogger("airflow_cdc.jobs")
 
+MEMBERS = "ARRAY<STRUCT<record_id: STRING, batch_id: STRING>>"
 META_DDL = (
-    "_cdc_key STRING, _cdc_is_delete BOOLEAN, _cdc_sequence STRING, _cdc_op STRING,"
-    " _cdc_commit_ts TIMESTAMP, _cdc_record_id STRING, _cdc_members ARRAY<STRING>,"
-    " _cdc_extra MAP<STRING, STRING>, _cdc_special_values MAP<STRING, STRING>,"
-    " _cdc_batch STRING, _cdc_set_columns ARRAY<STRING>"
+    "_cdc_is_delete BOOLEAN, _cdc_sequence STRING, _cdc_op STRING, _cdc_commit_ts TIMESTAMP,"
+    f" _cdc_record_id STRING, _cdc_members {MEMBERS}, _cdc_extra MAP<STRING, STRING>,"
+    " _cdc_special_values MAP<STRING, STRING>, _cdc_set_columns ARRAY<STRING>"
 )
+ERROR_COLUMNS = ("_err_reason", "_err_detail")
+_UNTYPED = ColumnSpec("value", "untyped")
 
 
-def staged_schema(spec: TableSpec) -> StructType:
+def decoded_schema(spec: TableSpec) -> StructType:
     """Declared columns with their Spark types, then the change's metadata."""
-    columns = ", ".join(f"`{c.name}` {spark_type(c)}" for c in spec.columns)
-    return struct(f"{columns}, {META_DDL}")
-
-
-def decode_partition(spec: TableSpec, batch_id: str) -> Any:
-    """Rows of ``changes`` -> staged tuples plus (error reason, error detail)."""
-    names = [c.name for c in spec.columns]
-    width = len(names) + 11
-
-    def run(rows: Iterator[Any]) -> Iterator[tuple[Any, ...]]:
-        import json
-
-        def load(text: str | None) -> Any:
-            return json.loads(text) if text else None
-
-        for row in rows:
-            try:
-                kind = "delete" if row["op"] == "d" else "upsert"
-                decoded = decode_row(
-                    spec,
-                    kind,
-                    load(row["before_json"]),
-                    load(row["after_json"]),
-                    load(row["key_json"]),
-                    bool(row["partial"]),
-                    load(row["types_json"]),
-                )
-            except RecordFormatError as err:
-                yield (*([None] * width), row["record_id"], row["members"], err.reason, str(err))
-                continue
-            yield (
-                *(decoded.values[n] for n in names),
-                decoded.key_text,
-                decoded.is_delete,
-                row["sequence"],
-                row["op"],
-                row["commit_ts"],
-                row["record_id"],
-                row["members"],
-                decoded.extra,
-                decoded.special,
-                batch_id,
-                decoded.set_columns,
-                None,
-                None,
-                None,
-                None,
-            )
-
-    return run
+    columns = ", ".join(f"`{c.name.replace('`', '``')}` {spark_type(c)}" for c in spec.columns)
+    return struct(f"{columns}, {META_DDL}") if spec.columns else struct(META_DDL)
 
 
 def belongs(spec: TableSpec, only_table: bool) -> Column:
@@ -123,13 +61,12 @@ def belongs(spec: TableSpec, only_table: bool) -> Column:
     return exact | by_name | (unnamed & F.lit(only_table))
 
 
-def effective_spec(ctx: JobContext, spec: TableSpec, mine: DataFrame) -> TableSpec:
+def effective_spec(spark: SparkSession, target: str, spec: TableSpec, mine: DataFrame) -> TableSpec:
     """The declared table with the target's current column types and the typed columns that
     this batch's records declare (widened where that loses nothing)."""
     columns = {c.name: c for c in spec.columns}
-    target = ctx.warehouse.target(spec.table)
-    if table_exists(ctx.spark, target):
-        for field in DeltaTable.forPath(ctx.spark, target).toDF().schema.fields:
+    if DeltaTable.isDeltaTable(spark, target):
+        for field in DeltaTable.forPath(spark, target).toDF().schema.fields:
             if field.name.startswith("_cdc_"):
                 continue
             stored = field.dataType.simpleString().upper().replace(" ", "")
@@ -147,15 +84,8 @@ def effective_spec(ctx: JobContext, spec: TableSpec, mine: DataFrame) -> TableSp
                 )
             except ValueError:
                 log.warning("column %s of %s keeps its declared type", field.name, target)
-    seen = (
-        mine.where(F.col("types_json").isNotNull())
-        .groupBy("types_json")
-        .agg(F.min("sequence").alias("first"))
-        .orderBy("first")
-        .collect()
-    )
-    for row in seen:
-        for name, incoming in json.loads(row["types_json"]).items():
+    for types_json in _record_types(mine):
+        for name, incoming in json.loads(types_json).items():
             current = columns.get(name)
             if current is None:
                 columns[name] = column_of(name, incoming)
@@ -166,149 +96,232 @@ def effective_spec(ctx: JobContext, spec: TableSpec, mine: DataFrame) -> TableSp
     return TableSpec(spec.table, tuple(columns.values()), spec.primary_key)
 
 
-def decode_table(ctx: JobContext, spec: TableSpec, mine: DataFrame) -> DataFrame:
-    schema = staged_schema(spec)
-    extended = StructType(
-        [
-            *schema.fields,
-            *struct(
-                "_err_record STRING, _err_members ARRAY<STRING>, _err_reason STRING,"
-                " _err_detail STRING"
-            ).fields,
-        ]
+def _record_types(mine: DataFrame) -> list[str]:
+    """The distinct Connect schemas of the batch's records, oldest first (few per batch)."""
+    seen = (
+        mine.where(F.col("types_json").isNotNull())
+        .groupBy("types_json")
+        .agg(F.min("sequence").alias("first"))
+        .orderBy("first")
+        .collect()
     )
-    return ctx.spark.createDataFrame(
-        mine.rdd.mapPartitions(decode_partition(spec, ctx.batch_id)), extended
+    return [row["types_json"] for row in seen]
+
+
+def type_conflicts(spec: TableSpec, types_json: str) -> list[tuple[str, str]]:
+    """(column, message) for each column a record's schema types so that storing it in the
+    table's column would lose data (the core's ``type_conflict``)."""
+    conflicts = []
+    for name, incoming in json.loads(types_json).items():
+        column = spec.column(name)
+        if column is None:
+            continue
+        try:
+            fits = widen(column, incoming) == column
+        except ValueError:
+            fits = False
+        if not fits:
+            conflicts.append(
+                (
+                    name,
+                    f"column {name} is {family_of(column)} in the table but"
+                    f" {incoming} in the record; converting would lose data",
+                )
+            )
+    return conflicts
+
+
+def _error(reason: str, detail: Column) -> Column:
+    return F.struct(F.lit(reason).alias("reason"), detail.alias("detail"))
+
+
+def decode_changes(changes: DataFrame, spec: TableSpec, types: list[str]) -> DataFrame:
+    """Changes (parsed shape plus ``members``) -> typed rows of ``spec`` with ``_cdc_*``
+    metadata, or ``_err_reason`` / ``_err_detail`` where the change cannot be applied."""
+    keys = list(spec.primary_key)
+    declared = [c.name for c in spec.columns]
+    is_delete = F.col("op") == "d"
+    image = F.when(is_delete, F.col("before")).otherwise(F.col("after"))
+    key = F.col("key")
+    key_kind = F.schema_of_variant(key)
+    empty = F.create_map().cast(IMAGE)
+    frame = changes.select(
+        "*",
+        is_delete.alias("_delete"),
+        F.coalesce(image, F.when(key.isNotNull(), empty)).alias("_image"),
+        F.when(key_kind.startswith("OBJECT"), F.variant_get(key, "$", IMAGE)).alias("_key_map"),
+        F.when(key_kind.startswith("ARRAY"), F.variant_get(key, "$", "ARRAY<VARIANT>")).alias(
+            "_key_list"
+        ),
+    )
+    img, key_map, key_list = F.col("_image"), F.col("_key_map"), F.col("_key_list")
+
+    def raw(name: str) -> Column:
+        if name in keys:
+            by_position = F.try_element_at(key_list, F.lit(keys.index(name) + 1))
+            return F.coalesce(key_map[name], by_position, img[name])
+        return F.when(~F.col("_delete"), img[name])
+
+    # Each column's JSON value once, as a column: the decoders refer to it many times.
+    slots = {c.name: f"_v{i}" for i, c in enumerate(spec.columns)}
+    frame = frame.select("*", *[raw(c.name).alias(slots[c.name]) for c in spec.columns])
+    frame, decoded = decode_columns(frame, list(spec.columns), slots)
+    missing = [k for k in keys if k not in declared]
+    key_absent = F.lit(False)
+    for name in keys:
+        value = F.col(slots[name]) if name in slots else F.lit(None)
+        key_absent = key_absent | value.isNull() | (F.schema_of_variant(value) == "VOID")
+    conflicts = F.lit(None).cast("array<struct<name:string,message:string>>")
+    for types_json in types:
+        found = type_conflicts(spec, types_json)
+        if found:
+            entries = F.array(
+                *[F.struct(F.lit(n).alias("name"), F.lit(m).alias("message")) for n, m in found]
+            )
+            conflicts = F.when(F.col("types_json") == F.lit(types_json), entries).otherwise(
+                conflicts
+            )
+    present = F.filter(conflicts, lambda c: F.map_contains_key(img, c["name"]))
+    error = F.coalesce(
+        F.when(
+            img.isNull() & F.col("_delete"),
+            _error(
+                "missing_key", F.lit("the delete has no before image and the record carries no key")
+            ),
+        ),
+        F.when(img.isNull(), _error("missing_image", F.lit("after image is NoneType"))),
+        F.when(
+            key_list.isNotNull() & (F.size(key_list) != len(keys)),
+            _error(
+                "key_mismatch",
+                F.concat(
+                    F.lit("key "),
+                    F.to_json(key),
+                    F.lit(
+                        f" has the wrong number of components,"
+                        f" {spec.table.qualified} declares {keys}"
+                    ),
+                ),
+            ),
+        ),
+        F.when(
+            key_absent, _error("missing_key", F.lit(f"key columns of {keys} are absent or null"))
+        ),
+        F.when(F.size(present) > 0, _error("type_conflict", present[0]["message"])),
+        *[
+            F.when(decoded[c.name].error.isNotNull(), _error("decode_error", decoded[c.name].error))
+            for c in spec.columns
+        ],
+    )
+    if missing:
+        error = _error("missing_key", F.lit(f"key columns {missing} are not declared"))
+    specials = (
+        F.array(
+            *[
+                F.struct(F.lit(c.name).alias("k"), decoded[c.name].special.alias("v"))
+                for c in spec.columns
+            ]
+        )
+        if spec.columns
+        else F.array()
+    )
+    undeclared = F.map_filter(img, lambda k, _: ~k.isin(*declared)) if declared else img
+    untyped = F.transform_values(undeclared, lambda _, v: decode_value(_UNTYPED, v).value)
+    set_columns = F.array_sort(F.filter(F.map_keys(img), lambda k: ~k.isin(*keys)))
+    return frame.select(
+        *[decoded[c.name].value.alias(c.name) for c in spec.columns],
+        F.col("_delete").alias("_cdc_is_delete"),
+        F.col("sequence").alias("_cdc_sequence"),
+        F.col("op").alias("_cdc_op"),
+        F.col("commit_ts").alias("_cdc_commit_ts"),
+        F.col("record_id").alias("_cdc_record_id"),
+        F.col("members").alias("_cdc_members"),
+        F.when(F.col("_delete"), F.create_map().cast("map<string,string>"))
+        .otherwise(untyped)
+        .alias("_cdc_extra"),
+        F.map_from_entries(F.filter(specials, lambda e: e["v"].isNotNull())).alias(
+            "_cdc_special_values"
+        ),
+        F.when(F.coalesce(F.col("partial"), F.lit(False)) & ~F.col("_delete"), set_columns).alias(
+            "_cdc_set_columns"
+        ),
+        error["reason"].alias("_err_reason"),
+        F.concat_ws(": ", error["reason"], error["detail"]).alias("_err_detail"),
     )
 
 
-def resolve_keys(decoded: DataFrame) -> tuple[DataFrame, DataFrame]:
+def resolve_keys(decoded: DataFrame, keys: list[str]) -> tuple[DataFrame, DataFrame]:
     """(winners, losers): one change per key, the newest; losers with their status."""
-    per_key = Window.partitionBy("_cdc_key").orderBy(
+    per_key = Window.partitionBy(*keys).orderBy(
         F.col("_cdc_sequence").desc(), F.col("_cdc_record_id").asc()
     )
     ranked = decoded.withColumn("_rank", F.row_number().over(per_key)).withColumn(
         "_newest", F.first("_cdc_sequence").over(per_key)
     )
     winners = ranked.where(F.col("_rank") == 1).drop("_rank", "_newest")
-    losers = ranked.where(F.col("_rank") > 1).select(
-        F.explode("_cdc_members").alias("record_id"),
-        F.when(F.col("_cdc_sequence") == F.col("_newest"), F.lit(DUPLICATE))
-        .otherwise(F.lit(SUPERSEDED))
-        .alias("status"),
-        F.concat(F.lit("newer change in batch: "), F.col("_newest")).alias("reason"),
+    losers = (
+        ranked.where(F.col("_rank") > 1)
+        .select(
+            F.explode("_cdc_members").alias("m"),
+            F.when(F.col("_cdc_sequence") == F.col("_newest"), F.lit(DUPLICATE))
+            .otherwise(F.lit(SUPERSEDED))
+            .alias("status"),
+            F.concat(F.lit("newer change in batch: "), F.col("_newest")).alias("reason"),
+        )
+        .select("m.record_id", "m.batch_id", "status", "reason")
     )
     return winners, losers
 
 
-def quarantine_changes(ctx: JobContext, failed: DataFrame, outcomes: Outcomes) -> None:
-    """Quarantine changes (``_err_members``, reason, detail) with each member's raw payload."""
-    rows = failed.select(
-        F.explode("_err_members").alias("record_id"),
-        F.col("_err_reason").alias("reason"),
-        F.col("_err_detail").alias("detail"),
-    )
-    outcomes.quarantine(with_payloads(ctx, rows))
+def fold_partials(decoded: DataFrame, keys: list[str]) -> tuple[DataFrame, DataFrame]:
+    """(winners, losers) of keys that have partial updates, folded column by column by the
+    core's :func:`~airflow_cdc.core.partial.fold`, one key's changes at a time through Arrow."""
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_schema
 
-
-def fold_partials(decoded: DataFrame, keys: tuple[str, ...]) -> tuple[DataFrame, DataFrame]:
-    """(winners, losers) of keys that have partial updates, folded column by column.
-
-    Per key, in sequence order: changes before the newest full image (or delete) are
-    superseded; the full image and the partial updates after it make one change whose columns
-    are the newest value each one was set to. Without a full image in the batch, the result
-    is itself partial: only the columns some update set.
-    """
     schema = StructType(
         [*decoded.schema.fields, *struct("_fold_status STRING, _fold_reason STRING").fields]
     )
+    arrow_schema = to_arrow_schema(schema)
     names = [f.name for f in decoded.schema.fields]
     columns = [n for n in names if not n.startswith("_cdc_") and n not in keys]
+    maps = ("_cdc_extra", "_cdc_special_values")
 
-    def run(group: tuple[str, Iterable[Any]]) -> Iterator[tuple[Any, ...]]:
-        result, losers = fold([r.asDict() for r in group[1]], columns)
-        for loser, status, reason in losers:
-            yield (*(loser[n] for n in names), status, reason)
-        yield (*(result[n] for n in names), None, None)
+    def run(table: Any) -> Any:
+        changes = [{**row, **{m: dict(row[m] or []) for m in maps}} for row in table.to_pylist()]
+        result, losers = fold(changes, columns)
+        rows = [
+            {**loser, "_fold_status": status, "_fold_reason": reason}
+            for loser, status, reason in losers
+        ]
+        rows.append({**result, "_fold_status": None, "_fold_reason": None})
+        for row in rows:
+            for m in maps:
+                row[m] = list((row[m] or {}).items())
+        return pa.Table.from_pylist(rows, schema=arrow_schema)
 
-    rdd = decoded.rdd.map(lambda r: (r["_cdc_key"], r)).groupByKey().flatMap(run)
-    folded = decoded.sparkSession.createDataFrame(rdd, schema).transform(snapshot)
+    folded = decoded.groupBy(*keys).applyInArrow(run, schema).localCheckpoint()
     winners = folded.where(F.col("_fold_status").isNull()).drop("_fold_status", "_fold_reason")
-    losers = folded.where(F.col("_fold_status").isNotNull()).select(
-        F.explode("_cdc_members").alias("record_id"),
-        F.col("_fold_status").alias("status"),
-        F.col("_fold_reason").alias("reason"),
+    losers = (
+        folded.where(F.col("_fold_status").isNotNull())
+        .select(
+            F.explode("_cdc_members").alias("m"),
+            F.col("_fold_status").alias("status"),
+            F.col("_fold_reason").alias("reason"),
+        )
+        .select("m.record_id", "m.batch_id", "status", "reason")
     )
     return winners, losers
 
 
-def resolve_table(decoded: DataFrame, keys: tuple[str, ...]) -> tuple[DataFrame, list[DataFrame]]:
+def resolve_table(decoded: DataFrame, keys: list[str]) -> tuple[DataFrame, list[DataFrame]]:
     """(winners, losers) of one table's decoded changes, partial updates folded."""
-    partial_keys = decoded.where(F.col("_cdc_set_columns").isNotNull()).select("_cdc_key")
+    partial_keys = decoded.where(F.col("_cdc_set_columns").isNotNull()).select(*keys)
     if partial_keys.isEmpty():
-        winners, losers = resolve_keys(decoded)
+        winners, losers = resolve_keys(decoded, keys)
         return winners, [losers]
     partial_keys = partial_keys.distinct()
-    full = decoded.join(partial_keys, "_cdc_key", "left_anti")
-    winners, losers = resolve_keys(full)
-    folded, fold_losers = fold_partials(decoded.join(partial_keys, "_cdc_key", "left_semi"), keys)
+    full = decoded.join(partial_keys, keys, "left_anti")
+    winners, losers = resolve_keys(full, keys)
+    folded, fold_losers = fold_partials(decoded.join(partial_keys, keys, "left_semi"), keys)
     return winners.unionByName(folded), [losers, fold_losers]
-
-
-def main(argv: list[str] | None = None) -> dict[str, Any]:
-    parser = base_parser(__doc__)
-    parser.add_argument("--ddl", required=True, help="CREATE TABLE statements of the targets")
-    parser.add_argument("--default-schema", default="public")
-    args = parser.parse_args(argv)
-    specs = parse_tables(args.ddl, args.default_schema)
-    ctx = start(JOB_NAME, JOB_VERSION, args)
-    outcomes = Outcomes(ctx)
-    changes = (
-        read_table(ctx.spark, ctx.warehouse.changes, CHANGES_SCHEMA).where(
-            F.col("batch_id") == ctx.batch_id
-        )
-    ).transform(snapshot)
-    stats: dict[str, Any] = {"job": JOB_NAME, "batch_id": ctx.batch_id, "tables": {}}
-    only_table = len(specs) == 1
-    for declared_spec in specs:
-        mine = changes.where(belongs(declared_spec, only_table))
-        spec = effective_spec(ctx, declared_spec, mine)
-        decoded = decode_table(ctx, spec, mine).transform(snapshot)
-        failed = decoded.where(F.col("_err_reason").isNotNull())
-        quarantine_changes(ctx, failed, outcomes)
-        good = decoded.where(F.col("_err_reason").isNull()).drop(
-            "_err_record", "_err_members", "_err_reason", "_err_detail"
-        )
-        winners, losers = resolve_table(good, spec.primary_key)
-        for frame in losers:
-            outcomes.status(frame)
-        path = ctx.warehouse.staged(spec.table)
-        conform(ctx.spark, path, staged_schema(spec))
-        (
-            winners.write.format("delta")
-            .mode("overwrite")
-            .option("replaceWhere", f"_cdc_batch = '{ctx.batch_id}'")
-            .option("mergeSchema", "true")
-            .save(path)
-        )
-        staged = read_table(ctx.spark, path, staged_schema(spec))
-        stats["tables"][spec.table.qualified] = {
-            "changes": decoded.count(),
-            "quarantined": failed.count(),
-            "staged": staged.where(F.col("_cdc_batch") == ctx.batch_id).count(),
-        }
-    declared = F.lit(False)
-    for spec in specs:
-        declared = declared | belongs(spec, only_table)
-    undeclared = changes.where(~declared).select(
-        F.col("members").alias("_err_members"),
-        F.lit("undeclared_table").alias("_err_reason"),
-        F.concat_ws(".", "schema", "table").alias("_err_detail"),
-    )
-    stats["undeclared"] = undeclared.count()
-    quarantine_changes(ctx, undeclared, outcomes)
-    return finish(ctx, outcomes, stats, args.stats_file)
-
-
-if __name__ == "__main__":
-    main()

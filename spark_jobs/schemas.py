@@ -27,6 +27,7 @@ from pyspark.sql.types import (
     StructType,
     TimestampNTZType,
     TimestampType,
+    VariantType,
 )
 
 _SIMPLE: dict[str, DataType] = {
@@ -41,6 +42,7 @@ _SIMPLE: dict[str, DataType] = {
     "FLOAT": FloatType(),
     "DOUBLE": DoubleType(),
     "DATE": DateType(),
+    "VARIANT": VariantType(),
 }
 _DECIMAL = re.compile(r"DECIMAL\((\d+),\s*(\d+)\)")
 
@@ -69,6 +71,8 @@ def data_type(text: str) -> DataType:
         return DecimalType(int(decimal.group(1)), int(decimal.group(2)))
     if upper.startswith("ARRAY<") and upper.endswith(">"):
         return ArrayType(data_type(text[6:-1]))
+    if upper.startswith("STRUCT<") and upper.endswith(">"):
+        return struct(", ".join(p.replace(":", " ", 1) for p in _split(text[7:-1])))
     if upper.startswith("MAP<") and upper.endswith(">"):
         key, value = _split(text[4:-1])
         return MapType(data_type(key), data_type(value))

@@ -262,8 +262,11 @@ def _uuid(column: ColumnSpec, value: Any) -> Decoded:
 
 def _oidvector(column: ColumnSpec, value: Any) -> Decoded:
     _expect(column, value, list)
+    low, high = _INT_RANGES["bigint"]
     for item in value:
         _expect(column, item, int)
+        if not low <= item <= high:
+            raise DecodeError(column.name, f"{item!r} is out of range for an oidvector item")
     return Decoded(list(value))
 
 

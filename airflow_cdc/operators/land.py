@@ -9,6 +9,7 @@ from airflow.sdk import Context
 
 from airflow_cdc.hooks.kafka import KafkaClusterHook
 from airflow_cdc.hooks.kinesis import KinesisStreamHook
+from airflow_cdc.jobs import check_source
 from airflow_cdc.operators.base import SparkJobOperator
 
 
@@ -70,7 +71,7 @@ class LandKinesisOperator(SparkJobOperator):
         if settings["endpoint_url"]:
             args += ["--endpoint-url", settings["endpoint_url"]]
         if self.source:
-            args += ["--source", self.source]
+            args += ["--source", check_source(self.source)]
         return args
 
     def job_env(self) -> dict[str, str]:
@@ -136,7 +137,7 @@ class LandKafkaOperator(SparkJobOperator):
         if self.record_format:
             args += ["--format", self.record_format]
         if self.source:
-            args += ["--source", self.source]
+            args += ["--source", check_source(self.source)]
         return args
 
     def job_env(self) -> dict[str, str]:
@@ -182,7 +183,7 @@ class LandFilesOperator(SparkJobOperator):
             "--path",
             self.path,
             "--source",
-            self.source,
+            check_source(self.source),
             "--lateness-seconds",
             check_lateness(self.lateness_seconds),
         ]

@@ -6,7 +6,7 @@ import pytest
 
 from airflow_cdc.core.exceptions import DdlError
 from airflow_cdc.operators.land import LandFilesOperator, LandKafkaOperator, LandKinesisOperator
-from airflow_cdc.operators.process import ApplyOperator, ReassembleOperator, ResolveOperator
+from airflow_cdc.operators.process import ApplyChangesOperator
 
 
 def test_kinesis_landing_arguments_come_from_the_connection(monkeypatch) -> None:
@@ -62,40 +62,61 @@ def test_validation_happens_at_execution_not_construction() -> None:
     op = LandFilesOperator(task_id="l", warehouse="/wh", path="/d", source="s", lateness_seconds=-1)
     with pytest.raises(ValueError, match="lateness_seconds must be >= 0, got -1"):
         op.job_args({})
-    bad = ResolveOperator(task_id="r", warehouse="/wh", ddl="CREATE TABLE t (id int)")
+    bad = ApplyChangesOperator(
+        task_id="r", warehouse="/wh", source="s", ddl="CREATE TABLE t (id int)"
+    )
     with pytest.raises(DdlError, match="no PRIMARY KEY"):
         bad.job_args({})
+    ddl = "CREATE TABLE t (id int PRIMARY KEY)"
     with pytest.raises(ValueError, match="max_pending_age_seconds"):
-        ReassembleOperator(task_id="x", warehouse="/wh", max_pending_age_seconds=0).job_args({})
+        ApplyChangesOperator(
+            task_id="x", warehouse="/wh", source="s", ddl=ddl, max_pending_age_seconds=0
+        ).job_args({})
+
+
+@pytest.mark.parametrize("source", ["../../tmp", "a/b", "", "x y", ".hidden"])
+def test_a_source_that_is_not_a_plain_name_is_refused_at_submission(source: str) -> None:
+    ddl = "CREATE TABLE t (id int PRIMARY KEY)"
+    op = ApplyChangesOperator(task_id="a", warehouse="/wh", source=source, ddl=ddl)
+    with pytest.raises(ValueError, match="source must match"):
+        op.job_args({})
+    land = LandFilesOperator(task_id="l", warehouse="/wh", path="/d", source=source)
+    with pytest.raises(ValueError, match="source must match"):
+        land.job_args({})
 
 
 def test_templated_fields_are_kept_unrendered() -> None:
-    op = ApplyOperator(
+    op = ApplyChangesOperator(
         task_id="a",
         warehouse="{{ var.value.wh }}",
         ddl="{{ var.value.ddl }}",
-        resolved_source="{{ var.value.src }}",
+        source="{{ var.value.src }}",
     )
-    assert {"warehouse", "batch_id", "ddl", "resolved_source"} <= set(op.template_fields)
+    assert {"warehouse", "batch_id", "ddl", "source", "record_format"} <= set(op.template_fields)
     assert op.warehouse == "{{ var.value.wh }}"
     assert op.batch_id == "{{ data_interval_end | ts }}"
 
 
-def test_apply_arguments() -> None:
+def test_apply_changes_arguments() -> None:
     ddl = "CREATE TABLE t (id int PRIMARY KEY)"
-    op = ApplyOperator(
-        task_id="a", warehouse="/wh", ddl=ddl, resolved_source="src", tombstone_retention_seconds=0
+    op = ApplyChangesOperator(
+        task_id="a",
+        warehouse="/wh",
+        source="src",
+        ddl=ddl,
+        record_format="debezium",
+        tombstone_retention_seconds=0,
     )
     assert op.job_args({}) == [
-        "--ddl",
-        ddl,
-        "--default-schema",
-        "public",
-        "--tombstone-retention-seconds",
-        "0",
-        "--resolved-source",
-        "src",
+        *("--source", "src", "--format", "debezium"),
+        *("--ddl", ddl, "--default-schema", "public"),
+        *("--max-pending-age-seconds", "3600.0"),
+        *("--tombstone-retention-seconds", "0"),
     ]
+    with pytest.raises(ValueError, match="format must be one of"):
+        ApplyChangesOperator(
+            task_id="b", warehouse="/wh", source="s", ddl=ddl, record_format="nope"
+        ).job_args({})
 
 
 def test_kafka_landing_arguments_and_client_config_from_the_connection(monkeypatch) -> None:

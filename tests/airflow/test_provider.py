@@ -52,10 +52,8 @@ def test_example_dag_parses_without_spark_or_boto3() -> None:
         sorted(
             [
                 ("land", ["wait_for_resolved"]),
-                ("wait_for_resolved", ["reassemble"]),
-                ("reassemble", ["resolve"]),
-                ("resolve", ["apply"]),
-                ("apply", []),
+                ("wait_for_resolved", ["apply_changes"]),
+                ("apply_changes", []),
             ]
         )
     )

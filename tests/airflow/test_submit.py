@@ -22,7 +22,7 @@ from airflow_cdc.submit import SubmitSpec, check_version, job_spec
 def test_apply_job_spec_exactly(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AIRFLOW_CDC_CACHE", "/cache")
     spec = job_spec(
-        "apply",
+        "apply_changes",
         warehouse="/wh",
         batch_id="2026-01-01T01:00:00+00:00",
         run_id="scheduled__x",
@@ -33,7 +33,7 @@ def test_apply_job_spec_exactly(monkeypatch: pytest.MonkeyPatch) -> None:
         env_vars={"A": "1"},
     )
     assert spec == SubmitSpec(
-        application=str(job_file("apply")),
+        application=str(job_file("apply_changes")),
         application_args=[
             "--warehouse",
             "/wh",
@@ -62,16 +62,20 @@ def test_apply_job_spec_exactly(monkeypatch: pytest.MonkeyPatch) -> None:
             "spark.executor.memory": "2g",
         },
         py_files=["/cache/lib.zip"],
-        name="airflow-cdc-apply",
+        name="airflow-cdc-apply_changes",
         env_vars={"A": "1"},
     )
 
 
 def test_job_spec_rejects_missing_arguments() -> None:
     with pytest.raises(ValueError, match="warehouse"):
-        job_spec("apply", warehouse="", batch_id="b", run_id="r", stats_file="s", library="l")
+        job_spec(
+            "apply_changes", warehouse="", batch_id="b", run_id="r", stats_file="s", library="l"
+        )
     with pytest.raises(ValueError, match="batch_id"):
-        job_spec("apply", warehouse="w", batch_id="", run_id="r", stats_file="s", library="l")
+        job_spec(
+            "apply_changes", warehouse="w", batch_id="", run_id="r", stats_file="s", library="l"
+        )
 
 
 def test_unknown_job() -> None:
@@ -86,11 +90,11 @@ def test_every_job_has_a_version_and_main() -> None:
 
 
 def test_pinned_version_must_match() -> None:
-    installed = installed_job_version("resolve")
-    assert check_version("resolve", installed) == installed
-    assert check_version("resolve", None) == installed
+    installed = installed_job_version("apply_changes")
+    assert check_version("apply_changes", installed) == installed
+    assert check_version("apply_changes", None) == installed
     with pytest.raises(JobVersionError, match=r"pinned to version '0\.0\.1'"):
-        check_version("resolve", "0.0.1")
+        check_version("apply_changes", "0.0.1")
 
 
 def test_library_archive_ships_core_and_jobs_but_no_airflow_layer(tmp_path, monkeypatch) -> None:
@@ -100,7 +104,7 @@ def test_library_archive_ships_core_and_jobs_but_no_airflow_layer(tmp_path, monk
     assert {
         "airflow_cdc/__init__.py",
         "airflow_cdc/core/reassembly.py",
-        "spark_jobs/apply.py",
+        "spark_jobs/apply_changes.py",
         "spark_jobs/common.py",
     } <= names
     assert not any(n.startswith(("airflow_cdc/operators", "airflow_cdc/sensors")) for n in names)

@@ -25,7 +25,10 @@ def _table_state(spark: Any, warehouse: str, table: str) -> list[tuple[Any, ...]
 
 def _ledger(spark: Any, warehouse: str) -> dict[str | None, int]:
     raw = spark.read.format("delta").load(f"{warehouse}/_cdc/raw").where("kind = 'record'")
-    ledger = spark.read.format("delta").load(f"{warehouse}/_cdc/ledger")
+    from spark_jobs.ledger import current_status
+
+    entries = spark.read.format("delta").load(f"{warehouse}/_cdc/ledger")
+    ledger = current_status(entries).select("record_id", "status")
     return {
         r["status"]: r["count"]
         for r in raw.join(ledger, "record_id", "left").groupBy("status").count().collect()

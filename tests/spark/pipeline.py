@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from airflow_cdc.demo.dsql_stream import DDL
-from spark_jobs import apply, land_files, reassemble, resolve
+from spark_jobs import apply_changes, land_files
 
 
 def land_dump(
@@ -43,13 +43,14 @@ def process(
     max_pending_age: float = 3600.0,
     fmt: str = "dsql",
 ) -> dict[str, dict[str, Any]]:
-    common = ["--warehouse", warehouse, "--batch-id", batch]
-    age = ["--max-pending-age-seconds", str(max_pending_age)]
-    return {
-        "reassemble": reassemble.main([*common, *age, "--format", fmt]),
-        "resolve": resolve.main([*common, "--ddl", ddl]),
-        "apply": apply.main([*common, "--ddl", ddl, "--resolved-source", source]),
-    }
+    stats = apply_changes.main(
+        [
+            *("--warehouse", warehouse, "--batch-id", batch, "--source", source),
+            *("--format", fmt, "--ddl", ddl),
+            *("--max-pending-age-seconds", str(max_pending_age)),
+        ]
+    )
+    return {"apply": stats}
 
 
 def live_rows(spark: Any, warehouse: str, table: str) -> list[dict[str, Any]]:

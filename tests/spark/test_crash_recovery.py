@@ -17,7 +17,7 @@ from delta.tables import DeltaTable
 
 from airflow_cdc.demo import kinesis
 from airflow_cdc.demo.dsql_stream import DDL, TABLES, differences, generate, write_ndjson
-from spark_jobs.common import STATUSES
+from spark_jobs.ledger import STATUSES
 from tests.conftest import REPO
 from tests.spark.pipeline import land_dump, live_rows, process
 from tests.spark.test_kinesis_landing import land, raw_records
@@ -72,21 +72,25 @@ def test_landing_killed_around_its_commit(
     assert records.select("record_id").distinct().count() == len(deliveries)
 
 
-@pytest.mark.parametrize("fault", ["apply:before_merge", "apply:after_merge"])
-def test_apply_killed_around_its_merge(
+@pytest.mark.parametrize(
+    "fault",
+    [
+        "apply:before_merge",
+        "apply:after_merge",
+        "apply_changes:before_ledger",
+        "apply_changes:before_state",
+    ],
+)
+def test_apply_changes_killed_between_its_commits(
     fault: str, spark: Any, warehouse: str, tmp_path: Path
 ) -> None:
     stream = generate(300, seed=13)
     write_ndjson(stream.deliveries, str(tmp_path / "dump"), files=2)
     land_dump(warehouse, str(tmp_path / "dump"), "b1")
-    from spark_jobs import reassemble, resolve
+    common = ["--warehouse", warehouse, "--batch-id", "b1", "--source", "dump"]
+    run_killed("apply_changes", fault, *common, "--ddl", DDL)
 
-    common = ["--warehouse", warehouse, "--batch-id", "b1"]
-    reassemble.main(common)
-    resolve.main([*common, "--ddl", DDL])
-    run_killed("apply", fault, *common, "--ddl", DDL, "--resolved-source", "dump")
-
-    stats = process(warehouse, "b1")  # the retry re-runs every step of the batch
+    stats = process(warehouse, "b1")  # the retry finishes what the killed run left
     accounting = stats["apply"]["accounting"]
     assert accounting["unprocessed"] == 0
     assert accounting["landed"] == len(stream.deliveries)

@@ -16,7 +16,7 @@ import pytest
 
 from airflow_cdc.core.formats import IN_BAND_RESOLVED
 from airflow_cdc.demo.change_stream import DDL, FORMATS, generate
-from spark_jobs.common import STATUSES
+from spark_jobs.ledger import STATUSES
 from tests.spark.pipeline import land_dump, process
 
 pytestmark = pytest.mark.spark

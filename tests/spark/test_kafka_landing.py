@@ -13,7 +13,7 @@ import pytest
 from airflow_cdc.demo.change_stream import DDL, TOPIC, generate
 from airflow_cdc.demo.kafka import create_topic, produce
 from spark_jobs import land_kafka
-from spark_jobs.common import RAW_SCHEMA, RECORD, Warehouse, read_table
+from spark_jobs.common import RECORD, Warehouse
 from tests.spark.pipeline import process
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
@@ -46,7 +46,7 @@ def test_kafka_partitions_land_exactly_once_and_apply(
     again = land(warehouse, kafka_bootstrap, SECOND)
 
     assert (first["landed"], second["landed"], again["landed"]) == (cut, len(messages) - cut, 0)
-    raw = read_table(spark, Warehouse(warehouse).raw, RAW_SCHEMA).where(f"kind = '{RECORD}'")
+    raw = spark.read.format("delta").load(Warehouse(warehouse).raw).where(f"kind = '{RECORD}'")
     rows = raw.select("shard_id", "sequence_number", "record_id").collect()
     assert len({r["record_id"] for r in rows}) == len(messages)
     for partition in range(3):

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from airflow_cdc.demo.dsql_stream import differences, envelope, generate, write_ndjson
-from spark_jobs import apply
+from spark_jobs import apply_changes
+from spark_jobs.ledger import current_status
 from tests.spark.pipeline import land_dump, live_rows, process
 
 pytestmark = pytest.mark.spark
@@ -102,9 +103,9 @@ def test_late_older_changes_and_new_columns_across_batches(
     import json
 
     metadata = [json.loads(r["userMetadata"]) for r in history.collect() if r["userMetadata"]]
-    assert {m["job"] for m in metadata} == {"apply"}
+    assert {m["job"] for m in metadata} == {"apply_changes"}
     assert {m["batch_id"] for m in metadata} >= {"b1", "b2"}
-    assert all(m["job_version"] == apply.JOB_VERSION for m in metadata)
+    assert all(m["job_version"] == apply_changes.JOB_VERSION for m in metadata)
 
 
 def test_bad_input_is_quarantined_with_reason_and_payload(
@@ -127,8 +128,8 @@ def test_bad_input_is_quarantined_with_reason_and_payload(
     assert quarantine.where("payload IS NULL OR payload = ''").count() == 0
     ledger = spark.read.format("delta").load(f"{warehouse}/_cdc/ledger")
     # The set whose last fragment never arrives waits, then expires into quarantine.
-    assert ledger.where("status = 'pending'").count() > 0
+    assert current_status(ledger).where("status = 'pending'").count() > 0
     process(warehouse, "b1", max_pending_age=0.000001)
-    assert ledger.where("status = 'pending'").count() == 0
+    assert current_status(ledger).where("status = 'pending'").count() == 0
     expired = spark.read.format("delta").load(f"{warehouse}/_cdc/quarantine")
     assert expired.where("reason = 'incomplete_fragment_set'").count() > 0

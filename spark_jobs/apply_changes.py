@@ -1,0 +1,293 @@
+"""Apply one landed batch of a source to its Delta tables, in one pass.
+
+parse -> reassemble -> decode and resolve -> MERGE, as DataFrame transforms in one Spark
+job: the batch flows from the raw table to the targets without intermediate tables. Per run:
+one MERGE per target table (plus schema changes when the stream adds or widens columns), one
+ledger append, one quarantine append, and one rewrite of the source's open fragment sets.
+
+What it reads: the batch's partition of ``_cdc/raw`` and of the ledger (so a re-run skips
+what an earlier run of the batch finished), the source's open state, and each target only
+where the batch's keys can be. Crash safety: the targets commit first (MERGE only moves a row
+forward, and a re-run counts the change that produced a row as applied), then the quarantine,
+the ledger and the open state; a re-run after a crash between any two repeats what is missing
+and nothing else.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from delta.tables import DeltaTable
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from airflow_cdc.core.ddl import TableSpec, parse_tables
+from airflow_cdc.core.exceptions import CdcError
+from spark_jobs import apply, ledger, reassemble, resolve
+from spark_jobs.common import (
+    RECORD,
+    JobContext,
+    base_parser,
+    fault_point,
+    read_text,
+    source_name,
+    start,
+    write_stats,
+)
+from spark_jobs.ledger import CONTROL, PENDING, Outcomes
+from spark_jobs.parse import parse_records
+
+JOB_NAME = "apply_changes"
+JOB_VERSION = "2.0.0"
+
+
+class WarehouseLayoutError(CdcError):
+    """The warehouse was written by job versions before 2.0.0."""
+
+
+def check_layout(ctx: JobContext) -> None:
+    """Fail with the migration step when the warehouse has the 1.x layout."""
+    wh = ctx.warehouse
+    old = [
+        p
+        for p in (
+            wh.path("_cdc", "changes"),
+            wh.path("_cdc", "staged"),
+            wh.path("_cdc", "fragments"),
+        )
+        if _exists(ctx, p)
+    ]
+    raw_partitions: list[str] = []
+    if DeltaTable.isDeltaTable(ctx.spark, wh.raw):
+        detail = DeltaTable.forPath(ctx.spark, wh.raw).detail().first()
+        raw_partitions = list(detail["partitionColumns"]) if detail else []
+    if old or (raw_partitions and raw_partitions != ["source", "batch_id"]):
+        found = ", ".join(old) or "a raw table partitioned by batch_id"
+        raise WarehouseLayoutError(
+            f"the warehouse {wh.root} was written by airflow-cdc jobs 1.x ({found}); jobs 2.0.0"
+            " keep their bookkeeping per source"
+            " and batch. Migration step: point the DAG at a new warehouse and land the sources"
+            " again from their retention (the 1.x target tables stay readable where they are)."
+        )
+
+
+def _exists(ctx: JobContext, path: str) -> bool:
+    return read_text(ctx, path) is not None or DeltaTable.isDeltaTable(ctx.spark, path)
+
+
+def batch_records(ctx: JobContext, source: str) -> DataFrame:
+    """The records of ``source`` landed in this batch (one partition of the raw table)."""
+    raw = ctx.spark.read.format("delta").load(ctx.warehouse.raw)
+    return raw.where(
+        (F.col("source") == source)
+        & (F.col("batch_id") == ctx.batch_id)
+        & (F.col("kind") == RECORD)
+    )
+
+
+def final_ids(ctx: JobContext, source: str, batches: list[str]) -> DataFrame | None:
+    """Records of ``batches`` whose outcome an earlier run already made final."""
+    entries = ledger.read_partitions(ctx.spark, ctx.warehouse.ledger, source, batches)
+    if entries is None:
+        return None
+    return ledger.current_status(entries).where(F.col("status") != PENDING).select("record_id")
+
+
+def open_state(ctx: JobContext, source: str) -> DataFrame:
+    """The source's open fragment sets, less any an interrupted run already finished."""
+    path = ctx.warehouse.pending
+    if not DeltaTable.isDeltaTable(ctx.spark, path):
+        return ctx.spark.createDataFrame([], reassemble.STATE_SCHEMA)
+    state = ctx.spark.read.format("delta").load(path).where(F.col("source") == source)
+    state = state.localCheckpoint()
+    batches = [
+        r[0]
+        for r in state.where(F.col("state") == reassemble.OPEN)
+        .select("batch_id")
+        .distinct()
+        .collect()
+    ]
+    done = final_ids(ctx, source, batches)
+    if done is None:
+        return state
+    return state.join(done, "record_id", "left_anti")
+
+
+def buffer(parsed: DataFrame, state: DataFrame, source: str) -> DataFrame:
+    """The open state plus this batch's fragments and chunked records (the state's copy of a
+    record wins: a re-run of the batch must not buffer a record twice)."""
+    arrivals = reassemble.to_state(
+        parsed.where(F.col("rtype").isin("fragment", "chunked")), source
+    ).join(state.select("record_id"), "record_id", "left_anti")
+    return state.unionByName(arrivals)
+
+
+def record_outcomes(parsed: DataFrame, outcomes: Outcomes) -> None:
+    """Quarantine what did not parse; control messages end as ``control``."""
+    outcomes.quarantine(
+        parsed.where(F.col("rtype") == "error").select(
+            "record_id", "batch_id", "reason", "detail", "payload"
+        )
+    )
+    outcomes.status(
+        parsed.where(F.col("rtype") == "control").select(
+            "record_id",
+            "batch_id",
+            F.lit(CONTROL).alias("status"),
+            F.concat_ws(": ", "reason", "detail").alias("reason"),
+        )
+    )
+
+
+def apply_tables(
+    ctx: JobContext,
+    specs: list[TableSpec],
+    changes: DataFrame,
+    outcomes: Outcomes,
+    payloads: DataFrame,
+    resolved: dt.datetime | None,
+    retention: dt.timedelta,
+) -> dict[str, Any]:
+    """Decode, resolve and MERGE the changes of every declared table; quarantine the rest."""
+    stats: dict[str, Any] = {}
+    only_table = len(specs) == 1
+    for declared in specs:
+        mine = changes.where(resolve.belongs(declared, only_table))
+        path = ctx.warehouse.target(declared.table)
+        spec = resolve.effective_spec(ctx.spark, path, declared, mine)
+        types = resolve._record_types(mine)
+        decoded = resolve.decode_changes(mine, spec, types).localCheckpoint()
+        failed = decoded.where(F.col("_err_reason").isNotNull())
+        quarantine_changes(failed, outcomes, payloads)
+        good = decoded.where(F.col("_err_reason").isNull()).drop(*resolve.ERROR_COLUMNS)
+        winners, losers = resolve.resolve_table(good, list(spec.primary_key))
+        for frame in losers:
+            outcomes.status(frame)
+        statuses, counts = apply.apply_table(
+            ctx.spark, path, spec, winners, ctx.batch_id, resolved, retention
+        )
+        outcomes.status(statuses)
+        counts["quarantined"] = failed.count()
+        stats[spec.table.qualified] = counts
+    declared_any = F.lit(False)
+    for spec in specs:
+        declared_any = declared_any | resolve.belongs(spec, only_table)
+    undeclared = changes.where(~declared_any).select(
+        F.col("members").alias("_cdc_members"),
+        F.lit("undeclared_table").alias("_err_reason"),
+        F.concat(F.lit("undeclared_table: "), F.concat_ws(".", "schema", "table")).alias(
+            "_err_detail"
+        ),
+    )
+    quarantine_changes(undeclared, outcomes, payloads)
+    return stats
+
+
+def quarantine_changes(failed: DataFrame, outcomes: Outcomes, payloads: DataFrame) -> None:
+    """Quarantine changes (their members, reason, detail) with each member's raw payload."""
+    rows = failed.select(
+        F.explode("_cdc_members").alias("m"),
+        F.col("_err_reason").alias("reason"),
+        F.col("_err_detail").alias("detail"),
+    ).select("m.record_id", "m.batch_id", "reason", "detail")
+    outcomes.quarantine(rows.join(payloads, "record_id"))
+
+
+def commit_bookkeeping(ctx: JobContext, source: str, outcomes: Outcomes, state: DataFrame) -> None:
+    """The quarantine, the ledger, then the open state: one commit each."""
+    wh = ctx.warehouse
+    quarantined = outcomes.quarantine_rows()
+    if quarantined is not None:
+        quarantined = quarantined.localCheckpoint()
+        batches = [r[0] for r in quarantined.select("batch_id").distinct().collect()]
+        known = ledger.read_partitions(ctx.spark, wh.quarantine, source, batches)
+        if known is not None:  # a re-run after a crash between these commits
+            quarantined = quarantined.join(known.select("record_id"), "record_id", "left_anti")
+        ledger.append(quarantined, wh.quarantine)
+    fault_point("apply_changes:before_ledger")
+    entries = outcomes.ledger_rows()
+    if entries is not None:
+        ledger.append(entries, wh.ledger)
+    fault_point("apply_changes:before_state")
+    (
+        state.write.format("delta")
+        .mode("overwrite")
+        .option("replaceWhere", f"source = '{source}'")
+        .partitionBy("source")
+        .save(wh.pending)
+    )
+
+
+def run(ctx: JobContext, args: Any) -> dict[str, Any]:
+    source = args.source
+    specs = parse_tables(args.ddl, args.default_schema)
+    check_layout(ctx)
+    max_age = dt.timedelta(seconds=args.max_pending_age_seconds)
+    retention = dt.timedelta(seconds=args.tombstone_retention_seconds)
+    outcomes = Outcomes(source, JOB_NAME, ctx.run_id)
+    stats: dict[str, Any] = {"job": JOB_NAME, "source": source, "batch_id": ctx.batch_id}
+    if not DeltaTable.isDeltaTable(ctx.spark, ctx.warehouse.raw):
+        stats["accounting"] = {"landed": 0}
+        write_stats(args.stats_file, stats)
+        return stats
+    records = batch_records(ctx, source)
+    done = final_ids(ctx, source, [ctx.batch_id])
+    todo = records if done is None else records.join(done, "record_id", "left_anti")
+    parsed = parse_records(todo, args.format).localCheckpoint()
+    record_outcomes(parsed, outcomes)
+    state = open_state(ctx, source)
+    buffered = buffer(parsed, state, source).localCheckpoint()
+    now = reassemble.stream_time(parsed, buffered)
+    settlement = reassemble.settle_sets(buffered, now, max_age)
+    for frame in settlement.statuses:
+        outcomes.status(frame)
+    for frame in settlement.quarantined:
+        outcomes.quarantine(frame)
+    changes = (
+        parsed.where(F.col("rtype") == "change")
+        .withColumn("members", F.array(F.struct("record_id", "batch_id")))
+        .unionByName(settlement.changes)
+        .localCheckpoint()
+    )
+    payloads = (
+        parsed.select("record_id", "payload")
+        .unionByName(buffered.select("record_id", "payload"))
+        .dropDuplicates(["record_id"])
+    )
+    resolved = apply.parse_resolved(read_text(ctx, ctx.warehouse.resolved_file(source)))
+    stats["tables"] = apply_tables(ctx, specs, changes, outcomes, payloads, resolved, retention)
+    stats["parsed"] = {
+        r["rtype"]: int(r["n"])
+        for r in parsed.groupBy("rtype").agg(F.count(F.lit(1)).alias("n")).collect()
+    }
+    commit_bookkeeping(ctx, source, outcomes, settlement.state)
+    stats["accounting"] = ledger.accounting(
+        ctx.spark, batch_records(ctx, source), ctx.warehouse.ledger, source, ctx.batch_id
+    )
+    write_stats(args.stats_file, stats)
+    return stats
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = base_parser(__doc__)
+    parser.add_argument(
+        "--source", required=True, type=source_name, help="the landed source to apply"
+    )
+    parser.add_argument("--format", default="dsql", help="the records' format")
+    parser.add_argument("--ddl", required=True, help="CREATE TABLE statements of the targets")
+    parser.add_argument("--default-schema", default="public")
+    parser.add_argument(
+        "--max-pending-age-seconds",
+        type=float,
+        default=3600.0,
+        help="stream time after which an incomplete fragment set is quarantined",
+    )
+    parser.add_argument("--tombstone-retention-seconds", type=float, default=86400.0)
+    args = parser.parse_args(argv)
+    ctx = start(JOB_NAME, JOB_VERSION, args)
+    return run(ctx, args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,179 @@
+"""The ledger: where every landed record ends, appended once per job and batch.
+
+``_cdc/ledger`` is partitioned by ``source`` and ``batch_id`` (the batch the record was
+*landed* in), so a job reads and accounts for one batch without touching the rest of the
+history. It is append-only: a record's outcome is its newest entry, and a final status
+(anything but ``pending``) decided earlier is never replaced by ``pending``. Quarantined
+records get a row in ``_cdc/quarantine`` (same partitioning) with the reason and the raw
+payload.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+
+from spark_jobs.schemas import struct
+
+APPLIED = "applied"
+SUPERSEDED = "superseded"
+DUPLICATE = "duplicate"
+PENDING = "pending"
+QUARANTINED = "quarantined"
+# A message that changes no row (a resolved-timestamp marker, a heartbeat, a tombstone).
+CONTROL = "control"
+STATUSES = (APPLIED, SUPERSEDED, DUPLICATE, PENDING, QUARANTINED, CONTROL)
+
+LEDGER_SCHEMA = struct(
+    "record_id STRING, status STRING, reason STRING, stage STRING, run_id STRING,"
+    " decided_at TIMESTAMP, source STRING, batch_id STRING"
+)
+QUARANTINE_SCHEMA = struct(
+    "record_id STRING, stage STRING, reason STRING, detail STRING, payload STRING,"
+    " run_id STRING, quarantined_at TIMESTAMP, source STRING, batch_id STRING"
+)
+PARTITIONS = ("source", "batch_id")
+
+
+class Outcomes:
+    """What one job run decided, written at its end: one ledger append, one quarantine append.
+
+    Frames given to :meth:`status` have ``record_id``, ``batch_id`` (the landed batch),
+    ``status`` and ``reason``; frames given to :meth:`quarantine` have ``record_id``,
+    ``batch_id``, ``reason``, ``detail`` and ``payload``.
+    """
+
+    def __init__(self, source: str, stage: str, run_id: str) -> None:
+        self.source = source
+        self.stage = stage
+        self.run_id = run_id
+        self.decided_at = dt.datetime.now(dt.UTC)
+        self._statuses: list[DataFrame] = []
+        self._quarantined: list[DataFrame] = []
+
+    def status(self, rows: DataFrame) -> None:
+        self._statuses.append(
+            rows.select(
+                "record_id",
+                "batch_id",
+                F.col("status").cast("string").alias("status"),
+                F.col("reason").cast("string").alias("reason"),
+            )
+        )
+
+    def quarantine(self, rows: DataFrame) -> None:
+        entries = rows.select(
+            "record_id",
+            "batch_id",
+            F.col("reason").cast("string").alias("reason"),
+            F.col("detail").cast("string").alias("detail"),
+            F.col("payload").cast("string").alias("payload"),
+        )
+        self._quarantined.append(entries)
+        self.status(
+            entries.select("record_id", "batch_id", F.lit(QUARANTINED).alias("status"), "reason")
+        )
+
+    def ledger_rows(self) -> DataFrame | None:
+        """One entry per record: a final status wins over ``pending`` within the run."""
+        if not self._statuses:
+            return None
+        final_first = F.when(F.col("status") == PENDING, 0).otherwise(1)
+        return (
+            union_all(self._statuses)
+            .groupBy("record_id", "batch_id")
+            .agg(F.max_by(F.struct("status", "reason"), final_first).alias("s"))
+            .select(
+                "record_id",
+                "s.status",
+                "s.reason",
+                F.lit(self.stage).alias("stage"),
+                F.lit(self.run_id).alias("run_id"),
+                F.lit(self.decided_at).alias("decided_at"),
+                F.lit(self.source).alias("source"),
+                "batch_id",
+            )
+        )
+
+    def quarantine_rows(self) -> DataFrame | None:
+        if not self._quarantined:
+            return None
+        return (
+            union_all(self._quarantined)
+            .select(
+                "record_id",
+                F.lit(self.stage).alias("stage"),
+                "reason",
+                "detail",
+                "payload",
+                F.lit(self.run_id).alias("run_id"),
+                F.lit(self.decided_at).alias("quarantined_at"),
+                F.lit(self.source).alias("source"),
+                "batch_id",
+            )
+            .dropDuplicates(["record_id"])
+        )
+
+
+def union_all(frames: list[DataFrame]) -> DataFrame:
+    """The rows of all ``frames`` (same columns, matched by name)."""
+    result = frames[0]
+    for frame in frames[1:]:
+        result = result.unionByName(frame)
+    return result
+
+
+def append(frame: DataFrame, path: str) -> None:
+    """Append to a bookkeeping table, partitioned by source and landed batch."""
+    frame.write.format("delta").mode("append").partitionBy(*PARTITIONS).save(path)
+
+
+def read_partitions(
+    spark: SparkSession, path: str, source: str, batches: list[str]
+) -> DataFrame | None:
+    """The rows of ``source`` landed in ``batches`` (partition pruned); ``None`` if no table."""
+    from delta.tables import DeltaTable
+
+    if not batches or not DeltaTable.isDeltaTable(spark, path):
+        return None
+    return (
+        spark.read.format("delta")
+        .load(path)
+        .where((F.col("source") == source) & F.col("batch_id").isin(batches))
+    )
+
+
+def current_status(entries: DataFrame) -> DataFrame:
+    """Each record's outcome now: its newest entry, a final one before a later ``pending``."""
+    final = F.when(F.col("status") == PENDING, 0).otherwise(1)
+    newest = Window.partitionBy("record_id").orderBy(final.desc(), F.col("decided_at").desc())
+    return entries.withColumn("_n", F.row_number().over(newest)).where(F.col("_n") == 1).drop("_n")
+
+
+def accounting(
+    spark: SparkSession, raw: DataFrame, ledger_path: str, source: str, batch_id: str
+) -> dict[str, Any]:
+    """Where the records of ``source`` landed in ``batch_id`` stand now.
+
+    ``landed`` always equals the sum of the statuses plus ``unprocessed`` (records no job has
+    decided yet). Reads one partition of the raw table and of the ledger.
+    """
+    records = raw.select("record_id")
+    entries = read_partitions(spark, ledger_path, source, [batch_id])
+    if entries is None:
+        joined = records.withColumn("status", F.lit(None).cast("string"))
+    else:
+        joined = records.join(
+            current_status(entries).select("record_id", "status"), "record_id", "left"
+        )
+    counts = {
+        row["status"]: int(row["n"])
+        for row in joined.groupBy("status").agg(F.count(F.lit(1)).alias("n")).collect()
+    }
+    result: dict[str, Any] = {status: counts.get(status, 0) for status in STATUSES}
+    result["unprocessed"] = counts.get(None, 0)
+    result["landed"] = sum(counts.values())
+    return result

@@ -1,0 +1,501 @@
+"""Landed records -> one common change shape, parsed once per record.
+
+Every format's envelope becomes the columns of :data:`PARSED_SCHEMA`: what the record is
+(``rtype``: ``change``, ``chunked``, ``fragment``, ``control`` or ``error``), its table, op,
+commit sequence and time, its row images (``before`` / ``after`` as ``MAP<STRING, VARIANT>``,
+the column values still JSON), the key it carries apart from the images, and the fields of
+fragments and chunk references. Quarantine reasons are the core parsers' codes.
+
+Aurora DSQL is parsed in the JVM with ``from_json`` into VARIANT fields (types are checked,
+never coerced, as the core parser checks them). The other formats still run their core
+parser once per record, through Arrow (``mapInArrow``), and their images are parsed into
+maps in the JVM right after; :mod:`airflow_cdc.core.formats` stays the specification that
+``tests/spark/test_parse.py`` holds this module to.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from airflow_cdc.core.events import ChangeRecord, Control, Fragment, Message
+from airflow_cdc.core.exceptions import RecordFormatError
+from airflow_cdc.core.formats import parser_for
+from spark_jobs.schemas import struct
+
+IMAGE = "MAP<STRING, VARIANT>"
+# Columns every parser produces; images are JSON text here and maps after parse_records.
+_TEXT_DDL = (
+    "record_id STRING, batch_id STRING, arrival_ts TIMESTAMP, rtype STRING, reason STRING,"
+    " detail STRING, chunk_id STRING, frag_index BIGINT, frag_data STRING,"
+    " schema STRING, table STRING, op STRING, sequence STRING, commit_ts TIMESTAMP,"
+    " before_json STRING, after_json STRING, key_json STRING, partial BOOLEAN,"
+    " types_json STRING, before_chunk_id STRING, before_total BIGINT, before_crc BIGINT,"
+    " after_chunk_id STRING, after_total BIGINT, after_crc BIGINT"
+)
+TEXT_SCHEMA = struct(_TEXT_DDL)
+# What parse_records returns: the raw payload, and the images and key parsed.
+PARSED_COLUMNS = [
+    "record_id",
+    "batch_id",
+    "arrival_ts",
+    "payload",
+    "rtype",
+    "reason",
+    "detail",
+    "chunk_id",
+    "frag_index",
+    "frag_data",
+    "schema",
+    "table",
+    "op",
+    "sequence",
+    "commit_ts",
+    "before",
+    "after",
+    "key",
+    "partial",
+    "types_json",
+    "before_chunk_id",
+    "before_total",
+    "before_crc",
+    "after_chunk_id",
+    "after_total",
+    "after_crc",
+]
+RAW_COLUMNS = (
+    "record_id",
+    "batch_id",
+    "arrival_ts",
+    "data",
+    "envelope_error",
+    "partition_key",
+    "seq_key",
+    "stream",
+)
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+_INT64 = 2**63
+# 64-bit bounds as decimal literals (py4j passes Python ints as longs).
+# Widest commit position a sequence part may have (ordering.sequence_key pads to 20 digits).
+SEQUENCE_DIGITS = 20
+
+
+def parse_records(raw: DataFrame, fmt: str) -> DataFrame:
+    """Landed record rows (``RAW_COLUMNS``) -> ``PARSED_COLUMNS``, one row per record."""
+    parser_for(fmt)  # an unknown format fails here, naming the known ones
+    records = raw.select(*RAW_COLUMNS)
+    if fmt == "dsql":
+        return parse_dsql(records)
+    return parse_with_core(records, fmt)
+
+
+# --- Aurora DSQL, in the JVM -------------------------------------------------------------
+
+
+def json_type(value: Column) -> Column:
+    """The JSON type of a VARIANT: STRING, BIGINT, DECIMAL(p,s), OBJECT<...>, VOID (null)...;
+    SQL NULL when the field is absent."""
+    return F.schema_of_variant(value)
+
+
+def _error(reason: str, detail: Column | str) -> Column:
+    text = F.lit(detail) if isinstance(detail, str) else detail
+    return F.struct(F.lit(reason).alias("reason"), text.alias("detail"))
+
+
+# Each envelope field the DSQL rules look at, as (path from the record, alias).
+_DSQL_FIELDS = {
+    "type": "$.type",
+    "op": "$.op",
+    "source": "$.source",
+    "ts_ns": "$.source.ts_ns",
+    "schema": "$.source.schema",
+    "table": "$.source.table",
+    "before": "$.before",
+    "after": "$.after",
+    "chunked": "$.chunked",
+    "chunk_id": "$.chunk_id",
+    "index": "$.index",
+    "data": "$.data",
+    **{
+        f"{image}_{field}": f"$.chunked.{image}{'.' + field if field != 'ref' else ''}"
+        for image in ("before", "after")
+        for field in ("ref", "chunk_id", "total_fragments", "crc32c")
+    },
+}
+_INTEGRAL = ("TINYINT", "SMALLINT", "INT", "BIGINT")
+
+
+class _Fields:
+    """Column accessors over the per-field ``<name>_t`` (JSON type) and ``<name>_s`` (text)."""
+
+    def kind(self, name: str) -> Column:
+        return F.col(f"{name}_t")
+
+    def text(self, name: str) -> Column:
+        return F.col(f"{name}_s")
+
+    def is_string(self, name: str) -> Column:
+        return F.coalesce(self.kind(name) == "STRING", F.lit(False))
+
+    def is_object(self, name: str) -> Column:
+        return F.coalesce(self.kind(name).startswith("OBJECT"), F.lit(False))
+
+    def is_null(self, name: str) -> Column:
+        return F.coalesce(self.kind(name) == "VOID", F.lit(True))
+
+    def is_integer(self, name: str) -> Column:
+        kind = self.kind(name)
+        integral = kind.isin(*_INTEGRAL) | kind.rlike(r"^DECIMAL\(\d+,0\)$")
+        return F.coalesce(integral, F.lit(False))
+
+    def integer(self, name: str) -> Column:
+        """Decimal digits of a JSON integer or of a string of digits (the core's ``integer``)."""
+        digits = self.is_string(name) & self.text(name).rlike(r"^-?[0-9]+$")
+        return F.when(self.is_integer(name) | digits, self.text(name))
+
+    def described(self, name: str) -> Column:
+        return F.coalesce(F.lower(self.kind(name)), F.lit("absent"))
+
+
+def _dsql_fields(records: DataFrame) -> DataFrame:
+    """Records with the JSON type and text of every envelope field, each computed once."""
+    text = F.col("data").cast("string")
+    doc = F.try_parse_json(text)
+    atoms = [
+        F.try_variant_get(F.col("_doc"), path, "variant").alias(name)
+        for name, path in _DSQL_FIELDS.items()
+    ]
+    fields = records.select(
+        "record_id",
+        "batch_id",
+        "arrival_ts",
+        "envelope_error",
+        text.alias("payload"),
+        doc.alias("_doc"),
+    ).select("*", *atoms)
+    return fields.select(
+        "record_id",
+        "batch_id",
+        "arrival_ts",
+        "envelope_error",
+        "payload",
+        json_type(F.col("_doc")).alias("_doc_t"),
+        *(json_type(F.col(name)).alias(f"{name}_t") for name in _DSQL_FIELDS),
+        *(
+            F.variant_get(F.col(name), "$", "string").alias(f"{name}_s")
+            for name in _DSQL_FIELDS
+            if name not in ("before", "after")
+        ),
+        "before",
+        "after",
+    )
+
+
+def _dsql_error(f: _Fields) -> Column:
+    """The first rule of :mod:`airflow_cdc.core.formats.dsql` that a record breaks, if any."""
+    rtype, op = f.text("type"), f.text("op")
+    chunked = F.coalesce(rtype == "chunked", F.lit(False))
+    int64_max = F.lit(str(2**63 - 1)).cast("decimal(38,0)")
+
+    def number(name: str) -> Column:
+        return f.integer(name).cast("decimal(38,0)")
+
+    def ref_error(image: str) -> Column:
+        ref = f"{image}_ref"
+        total, crc = f"{image}_total_fragments", f"{image}_crc32c"
+        return (
+            F.when(f.is_null(ref), F.lit(None))
+            .when(
+                ~f.is_object(ref),
+                _error(
+                    "invalid_chunked", F.concat(F.lit(f"chunked.{image} is "), f.described(ref))
+                ),
+            )
+            .when(~f.is_integer(total), _error("missing_field", "total_fragments must be int"))
+            .when(
+                (number(total) < 1) | (number(total) > int64_max),
+                _error(
+                    "invalid_chunked",
+                    F.concat(F.lit(f"chunked.{image}.total_fragments="), f.text(total)),
+                ),
+            )
+            .when(
+                ~f.is_string(f"{image}_chunk_id"), _error("missing_field", "chunk_id must be str")
+            )
+            .when(
+                f.integer(crc).isNull(),
+                _error("missing_field", f"chunked.{image}.crc32c must be an integer"),
+            )
+            .when(
+                ~number(crc).between(-int64_max - 1, int64_max),
+                _error("invalid_chunked", F.concat(F.lit(f"chunked.{image}.crc32c="), f.text(crc))),
+            )
+            .when(
+                ~f.is_null(image), _error("invalid_chunked", f"{image} is both inline and chunked")
+            )
+        )
+
+    def image_error(image: str) -> Column:
+        return F.when(
+            ~f.is_null(image) & ~f.is_object(image),
+            _error(
+                "invalid_image",
+                F.concat(F.lit(f"{image} must be an object or null, got "), f.described(image)),
+            ),
+        )
+
+    needed_missing = F.when(
+        op == "d", f.is_null("before") & (~chunked | f.is_null("before_ref"))
+    ).otherwise(f.is_null("after") & (~chunked | f.is_null("after_ref")))
+    ts = f.integer("ts_ns")
+    change = F.coalesce(
+        F.when(~f.is_string("op"), _error("missing_field", "op must be str")),
+        F.when(~f.is_object("source"), _error("missing_field", "source must be dict")),
+        F.when(ts.isNull(), _error("missing_field", "source.ts_ns must be an integer")),
+        F.when(
+            ts.startswith("-") & (number("ts_ns") != 0),
+            _error("missing_field", "source.ts_ns is negative"),
+        ),
+        F.when(
+            F.length(F.ltrim(ts, F.lit("0"))) > SEQUENCE_DIGITS,
+            _error(
+                "invalid_sequence",
+                F.concat(F.lit("source.ts_ns has more than 20 digits: "), F.substring(ts, 1, 40)),
+            ),
+        ),
+        image_error("before"),
+        image_error("after"),
+        F.when(
+            chunked,
+            F.coalesce(
+                F.when(~f.is_object("chunked"), _error("missing_field", "chunked must be dict")),
+                ref_error("before"),
+                ref_error("after"),
+                F.when(
+                    f.is_null("before_ref") & f.is_null("after_ref"),
+                    _error("invalid_chunked", "chunked names neither before nor after"),
+                ),
+            ),
+        ),
+        F.when(
+            needed_missing,
+            _error(
+                "missing_image",
+                F.concat(
+                    F.lit("op "),
+                    op,
+                    F.lit(" needs a "),
+                    F.when(op == "d", F.lit("before")).otherwise(F.lit("after")),
+                    F.lit(" image"),
+                ),
+            ),
+        ),
+        F.when(~f.is_string("schema"), _error("missing_field", "schema must be str")),
+        F.when(~f.is_string("table"), _error("missing_field", "table must be str")),
+    )
+    index = number("index")
+    fragment = F.coalesce(
+        F.when(~f.is_string("chunk_id"), _error("missing_field", "chunk_id must be str")),
+        F.when(~f.is_integer("index"), _error("missing_field", "index must be int")),
+        F.when(
+            index < 0,
+            _error(
+                "invalid_fragment",
+                F.concat(F.lit("index "), f.text("index"), F.lit(" is negative")),
+            ),
+        ),
+        F.when(
+            index > int64_max,
+            _error(
+                "invalid_fragment",
+                F.concat(F.lit("index "), f.text("index"), F.lit(" does not fit 64 bits")),
+            ),
+        ),
+        F.when(~f.is_string("data"), _error("missing_field", "data must be str")),
+    )
+    return (
+        F.when(F.col("envelope_error").isNotNull(), _error("bad_envelope", F.col("envelope_error")))
+        .when(
+            ~F.coalesce(F.col("_doc_t").startswith("OBJECT"), F.lit(False)),
+            _error("malformed_json", "expected a JSON object"),
+        )
+        .when(rtype == "fragment", fragment)
+        .when(rtype.isin("full", "chunked"), change)
+        .otherwise(
+            _error(
+                "unknown_record_type",
+                F.concat(
+                    F.lit("type "),
+                    F.coalesce(f.text("type"), F.lit("None")),
+                    F.lit(" is not one of ('full', 'chunked', 'fragment')"),
+                ),
+            )
+        )
+    )
+
+
+def parse_dsql(records: DataFrame) -> DataFrame:
+    """DSQL records (the Kinesis records' ``Data``) per the rules of
+    :mod:`airflow_cdc.core.formats.dsql`, as Spark expressions."""
+    f = _Fields()
+    fields = _dsql_fields(records).withColumn("_error", _dsql_error(f))
+    rtype = f.text("type")
+    is_error = F.col("_error").isNotNull()
+    change = ~is_error & rtype.isin("full", "chunked")
+    fragment = ~is_error & (rtype == "fragment")
+    chunked = change & (rtype == "chunked")
+    ts = F.ltrim(f.integer("ts_ns"), F.lit("0"))
+
+    def image(name: str) -> Column:
+        return F.when(change & f.is_object(name), F.variant_get(F.col(name), "$", IMAGE))
+
+    def ref(image: str, field: str, kind: str) -> Column:
+        value = (
+            f.text(f"{image}_{field}")
+            if kind == "string"
+            else f.integer(f"{image}_{field}").cast(kind)
+        )
+        return F.when(chunked & ~f.is_null(f"{image}_ref"), value)
+
+    return fields.select(
+        "record_id",
+        "batch_id",
+        "arrival_ts",
+        "payload",
+        F.when(is_error, F.lit("error"))
+        .when(fragment, F.lit("fragment"))
+        .when(chunked, F.lit("chunked"))
+        .otherwise(F.lit("change"))
+        .alias("rtype"),
+        F.col("_error.reason").alias("reason"),
+        F.when(is_error, F.concat_ws(": ", "_error.reason", "_error.detail")).alias("detail"),
+        F.when(fragment, f.text("chunk_id")).alias("chunk_id"),
+        F.when(fragment, f.integer("index").cast("bigint")).alias("frag_index"),
+        F.when(fragment, f.text("data")).alias("frag_data"),
+        F.when(change, f.text("schema")).alias("schema"),
+        F.when(change, f.text("table")).alias("table"),
+        F.when(change, f.text("op")).alias("op"),
+        F.when(
+            change, F.lpad(F.when(ts == "", F.lit("0")).otherwise(ts), SEQUENCE_DIGITS, "0")
+        ).alias("sequence"),
+        F.when(
+            change,
+            F.timestamp_micros(
+                F.floor(f.integer("ts_ns").cast("decimal(38,0)") / 1000).cast("bigint")
+            ),
+        ).alias("commit_ts"),
+        image("before").alias("before"),
+        image("after").alias("after"),
+        F.lit(None).cast("variant").alias("key"),
+        F.when(change, F.lit(False)).alias("partial"),
+        F.lit(None).cast("string").alias("types_json"),
+        ref("before", "chunk_id", "string").alias("before_chunk_id"),
+        ref("before", "total_fragments", "bigint").alias("before_total"),
+        ref("before", "crc32c", "bigint").alias("before_crc"),
+        ref("after", "chunk_id", "string").alias("after_chunk_id"),
+        ref("after", "total_fragments", "bigint").alias("after_total"),
+        ref("after", "crc32c", "bigint").alias("after_crc"),
+    )
+
+
+# --- Other formats: the core parser, once per record, through Arrow ----------------------
+
+
+def parse_with_core(records: DataFrame, fmt: str) -> DataFrame:
+    """Run ``fmt``'s core parser over each record in Arrow batches, then parse its images."""
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    arrow_schema = to_arrow_schema(TEXT_SCHEMA)
+    parse = parser_for(fmt)
+
+    def run(batches: Iterator[Any]) -> Iterator[Any]:
+        for batch in batches:
+            rows = [_parsed_row(parse, row) for row in batch.to_pylist()]
+            yield pa.RecordBatch.from_pylist(rows, schema=arrow_schema)
+
+    parsed = records.mapInArrow(run, TEXT_SCHEMA)
+    return parsed.join(
+        records.select("record_id", F.col("data").cast("string").alias("payload")), "record_id"
+    ).select(
+        *[
+            F.from_json(F.col(f"{c}_json"), IMAGE).alias(c)
+            if c in ("before", "after")
+            else F.try_parse_json("key_json").alias("key")
+            if c == "key"
+            else F.col(c)
+            for c in PARSED_COLUMNS
+        ]
+    )
+
+
+def _parsed_row(parse: Any, row: dict[str, Any]) -> dict[str, Any]:
+    head = {k: row[k] for k in ("record_id", "batch_id", "arrival_ts")}
+    raw = row["data"]
+    try:
+        if row["envelope_error"]:
+            raise RecordFormatError("bad_envelope", row["envelope_error"])
+        try:
+            strict = None if raw is None else bytes(raw).decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise RecordFormatError("invalid_utf8", str(err)) from err
+        message = Message(strict, row["partition_key"], row["seq_key"] or "", row["stream"])
+        return {**head, **_fields(parse(message))}
+    except RecordFormatError as err:
+        return {**head, "rtype": "error", "reason": err.reason, "detail": str(err)}
+    except (ValueError, OverflowError, RecursionError, TypeError) as err:
+        # The core parser's bounds (a sequence part wider than its padding...) are data errors.
+        return {**head, "rtype": "error", "reason": "invalid_record", "detail": str(err)[:1000]}
+
+
+def _fields(record: Any) -> dict[str, Any]:
+    if isinstance(record, Control):
+        return {"rtype": "control", "reason": record.kind, "detail": record.detail}
+    if isinstance(record, Fragment):
+        _check_int64(record.index, "index")
+        return {
+            "rtype": "fragment",
+            "chunk_id": record.chunk_id,
+            "frag_index": record.index,
+            "frag_data": record.data,
+        }
+    assert isinstance(record, ChangeRecord)
+    fields: dict[str, Any] = {
+        "rtype": "chunked" if record.chunked else "change",
+        "schema": record.table.schema,
+        "table": record.table.name,
+        "op": record.op,
+        "sequence": record.sequence,
+        "commit_ts": _EPOCH + dt.timedelta(microseconds=record.commit_ts_us),
+        "before_json": _dump(record.before),
+        "after_json": _dump(record.after),
+        "key_json": _dump(record.key),
+        "partial": record.partial,
+        "types_json": _dump(record.types),
+    }
+    for name, ref in record.chunked.items():
+        _check_int64(ref.total_fragments, "total_fragments")
+        _check_int64(ref.crc32c, "crc32c")
+        fields.update(
+            {
+                f"{name}_chunk_id": ref.chunk_id,
+                f"{name}_total": ref.total_fragments,
+                f"{name}_crc": ref.crc32c,
+            }
+        )
+    return fields
+
+
+def _check_int64(value: int, name: str) -> None:
+    if not -_INT64 <= value < _INT64:
+        raise RecordFormatError("missing_field", f"{name} {value!r} does not fit 64 bits")
+
+
+def _dump(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, ensure_ascii=False)

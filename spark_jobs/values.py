@@ -1,0 +1,461 @@
+"""Column values decoded into the declared Spark types, with Spark expressions only.
+
+:func:`decode_value` is the JVM counterpart of :func:`airflow_cdc.core.types.decode` (and of
+``decode_undeclared`` for ``untyped`` columns): it takes the column's JSON value as a VARIANT
+(as ``from_json(image, "MAP<STRING, VARIANT>")`` gives it) and returns the typed value, the
+special marker where the value had to be null (``NaN`` in a numeric, the infinity sentinels of
+dates and timestamps) and an error text where the value does not decode, which quarantines
+the change. Nothing raises: every cast is a ``try_`` form.
+
+The JSON type comes from ``schema_of_variant``: integers are ``BIGINT`` (or ``DECIMAL(p,0)``
+past 64 bits), other numbers ``DECIMAL`` or ``DOUBLE``, so the core's type checks (an integer
+column takes JSON integers only, a boolean is never a number) carry over. Each expression is
+kept small: callers pass a column reference, and every family builds a handful of
+expressions over it (Spark copies a reused sub-expression into every place it is used).
+
+Where the two differ (``tests/spark/test_values.py`` lists each case): Spark's VARIANT stores
+a number by value, so ``1.0`` is the integer 1 and a JSON decimal keeps all its digits where
+the core first rounds it to a Python float; text forms follow the vendors' documented forms
+(ISO 8601 dates, times and timestamps) rather than every form Python's parsers accept; JSON
+objects stored as text are Spark's compact JSON (non-ASCII characters kept as they are).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from airflow_cdc.core.ddl import ColumnSpec
+from airflow_cdc.core.types import (
+    DEFAULT_DECIMAL,
+    MICROS_PER_DAY,
+    TIMESTAMP_NEG_INFINITY,
+    TIMESTAMP_POS_INFINITY,
+    spark_type,
+)
+
+_INT_KINDS = ("TINYINT", "SMALLINT", "INT", "BIGINT")
+_RANGES = {
+    "tinyint": (-(2**7), 2**7 - 1),
+    "smallint": (-(2**15), 2**15 - 1),
+    "integer": (-(2**31), 2**31 - 1),
+    "bigint": (-(2**63), 2**63 - 1),
+    "oid": (0, 2**32 - 1),
+    "interval": (-(2**63), 2**63 - 1),
+}
+_MIN_MICROS = -62_135_596_800_000_000  # 0001-01-01T00:00:00, Python's datetime.min
+_MAX_MICROS = 253_402_300_799_999_999  # 9999-12-31T23:59:59.999999, datetime.max
+_MIN_DAYS, _MAX_DAYS = -719_162, 2_932_896  # date.min and date.max, days from 1970-01-01
+_SPECIAL_FLOATS = ("NaN", "Infinity", "-Infinity")
+# A decimal number as text: sign, integer digits, fraction digits, exponent.
+_DECIMAL_TEXT = r"^\s*([+-]?)(\d*)(?:\.(\d*))?(?:[eE]([+-]?\d{1,4}))?\s*$"
+_TIME_TEXT = r"^(\d{2})(?::(\d{2})(?::(\d{2})(?:[.,](\d{1,9}))?)?)?(Z|[+-]\d{2}(?::?\d{2})?)?$"
+_DATE_TEXT = r"^(\d{4})-(\d{2})-(\d{2})$"
+_TIMESTAMP_TEXT = (
+    r"^(\d{4}-\d{2}-\d{2})(?:[T ](\d{2})(?::(\d{2})(?::(\d{2})(?:[.,](\d{1,9}))?)?)?)?"
+    r"(Z|[+-]\d{2}(?::?\d{2})?)?$"
+)
+
+
+@dataclass(frozen=True)
+class DecodedColumn:
+    """The three columns of one decoded value; all null for an absent value or JSON null."""
+
+    value: Column  # of the column's Spark type
+    special: Column  # STRING: the special marker where the value had to be null
+    error: Column  # STRING: null when the value decodes, else what is wrong
+
+
+@dataclass(frozen=True)
+class _Result:
+    value: Column
+    problem: Column  # null when the value decodes
+    special: Column | None = None
+
+
+class _Json:
+    """One VARIANT value and its JSON type.
+
+    With a ``prefix``, the values that decoders refer to many times become columns of their
+    own (:meth:`stage`), computed in two projections before the decoded value: level 1 the
+    JSON type and the value as text or number, level 2 what a family derives from those (the
+    groups of a timestamp's text). Without one, everything stays one expression.
+    """
+
+    def __init__(self, value: Column, prefix: str | None = None) -> None:
+        self.variant = value
+        self.prefix = prefix
+        self.levels: tuple[dict[str, Column], dict[str, Column]] = ({}, {})
+        kind = F.schema_of_variant(value)
+        self.kind = self.stage("kind", kind, level=1)
+        self.present = self.stage("present", value.isNotNull() & (kind != "VOID"), level=1)
+        # Text forms only for JSON strings: every regex then skips the other values.
+        self._string = self.stage(
+            "string", F.when(kind == "STRING", F.try_variant_get(value, "$", "string")), level=1
+        )
+        # Only integral JSON numbers are read as numbers: a failed cast costs an exception.
+        integral = kind.isin(*_INT_KINDS) | kind.rlike(r"^DECIMAL\(\d+,0\)$")
+        self._integral = self.stage(
+            "integral", F.when(integral, F.try_variant_get(value, "$", "decimal(38,0)")), level=1
+        )
+        # The value as text, for error messages and untyped columns (computed where used).
+        self.text = F.when(kind == "STRING", F.try_variant_get(value, "$", "string")).otherwise(
+            F.to_json(value)
+        )
+
+    def stage(self, name: str, expression: Column, level: int = 2) -> Column:
+        """``expression`` as a column of its own (with a prefix), else as it is."""
+        if self.prefix is None:
+            return expression
+        column = f"{self.prefix}_{name}"
+        self.levels[level - 1][column] = expression
+        return F.col(column)
+
+    def of(self, *kinds: str) -> Column:
+        return F.coalesce(self.kind.isin(*kinds), F.lit(False))
+
+    @property
+    def is_integer(self) -> Column:
+        return self.of(*_INT_KINDS) | F.coalesce(
+            self.kind.rlike(r"^DECIMAL\(\d+,0\)$"), F.lit(False)
+        )
+
+    @property
+    def is_number(self) -> Column:
+        return self.of(*_INT_KINDS, "DOUBLE", "FLOAT") | F.coalesce(
+            self.kind.startswith("DECIMAL"), F.lit(False)
+        )
+
+    @property
+    def is_string(self) -> Column:
+        return self.of("STRING")
+
+    def get(self, spark: str) -> Column:
+        if spark == "string":
+            return self._string
+        if spark == "decimal(38,0)":
+            return self._integral
+        readable = {
+            "double": self.is_number,
+            "boolean": self.of("BOOLEAN"),
+            "array<variant>": F.coalesce(self.kind.startswith("ARRAY"), F.lit(False)),
+        }[spark]
+        return F.when(readable, F.try_variant_get(self.variant, "$", spark))
+
+
+def decode_value(column: ColumnSpec, value: Column) -> DecodedColumn:
+    """Decode ``value`` (a VARIANT column reference: SQL NULL when the column is absent from
+    the image, a variant null for JSON null) into ``column``'s Spark type."""
+    return _decoded(column, _Json(value))
+
+
+def _decoded(column: ColumnSpec, json: _Json) -> DecodedColumn:
+    result = _DECODERS[column.pg_type](column, json)
+    problem = F.when(json.present, result.problem)
+    ok = json.present & problem.isNull()
+    shown = F.substring(json.text, 1, 40)
+    return DecodedColumn(
+        value=F.when(ok, result.value).cast(spark_type(column)),
+        special=F.when(ok, result.special if result.special is not None else F.lit(None)).cast(
+            "string"
+        ),
+        error=F.when(
+            problem.isNotNull(),
+            F.concat(F.lit(f"column {column.name!r}: "), shown, F.lit(" "), problem),
+        ),
+    )
+
+
+def _digits(text: Column, spark: str) -> Column:
+    """``text`` as a number where it is all ASCII digits, else null. A cast that fails costs
+    an exception per row even in ``try_cast``, so it is never attempted on other text."""
+    return F.when(text.rlike("^[0-9]+$"), text.cast(spark))
+
+
+def _expected(column: ColumnSpec, accepted: Column) -> Column:
+    return F.when(~accepted, F.lit(f"is not a valid {column.pg_type}"))
+
+
+def _integer(column: ColumnSpec, json: _Json) -> _Result:
+    low, high = _RANGES[column.pg_type]
+    number = json.get("decimal(38,0)")
+    in_range = number.between(
+        F.lit(str(low)).cast("decimal(38,0)"), F.lit(str(high)).cast("decimal(38,0)")
+    )
+    problem = F.when(~json.is_integer, F.lit(f"is not a JSON integer ({column.pg_type})")).when(
+        ~F.coalesce(in_range, F.lit(False)), F.lit(f"is out of range for {column.pg_type}")
+    )
+    return _Result(number, problem)
+
+
+def _float(column: ColumnSpec, json: _Json) -> _Result:
+    text = json.get("string")
+    special = json.is_string & text.isin(*_SPECIAL_FLOATS)
+    value = F.when(special, text.cast("double")).otherwise(json.get("double"))
+    problem = F.when(
+        ~(json.is_number | special), F.lit("is not NaN, Infinity, -Infinity or a number")
+    )
+    return _Result(value, problem)
+
+
+def _numeric(column: ColumnSpec, json: _Json) -> _Result:
+    precision, scale = (
+        (column.precision, column.scale or 0) if column.precision is not None else DEFAULT_DECIMAL
+    )
+    # A JSON number's own digits (VARIANT keeps them exactly), or the string's text.
+    text = json.stage(
+        "numtext", F.coalesce(json.get("string"), F.when(json.is_number, F.to_json(json.variant)))
+    )
+    special = json.is_string & text.isin(*_SPECIAL_FLOATS)
+    parts = [json.stage(f"n{i}", F.regexp_extract(text, _DECIMAL_TEXT, i)) for i in range(1, 5)]
+    whole, fraction = parts[1], parts[2]
+    exponent = F.when(parts[3].rlike("^[+-]?[0-9]{1,4}$"), parts[3].cast("int"))
+    shift = F.coalesce(exponent, F.lit(0))
+    # Digits after the point once the exponent moved it, trailing zeros aside.
+    fraction_digits = F.length(F.rtrim(fraction, F.lit("0"))) - shift
+    whole_digits = F.greatest(F.length(F.ltrim(whole, F.lit("0"))) + shift, F.lit(0))
+    syntax = F.coalesce(text.rlike(_DECIMAL_TEXT), F.lit(False)) & (
+        (F.length(whole) + F.length(fraction)) > 0
+    )
+    accepted = json.is_number | json.is_string
+    problem = (
+        F.when(~accepted, F.lit("is not a decimal number"))
+        .when(special, F.lit(None))
+        .when(~syntax, F.lit("is not a decimal number"))
+        .when(fraction_digits > scale, F.lit(f"has more than {scale} fractional digits"))
+        .when(
+            (whole_digits + scale > precision) & (whole_digits > 0),
+            F.lit(f"does not fit DECIMAL({precision},{scale})"),
+        )
+    )
+    value = F.when(syntax, F.trim(text).try_cast(f"decimal({precision},{scale})"))
+    return _Result(
+        F.when(~special, value),
+        F.coalesce(problem, F.when(~special & value.isNull(), F.lit("is not a decimal number"))),
+        F.when(special, text),
+    )
+
+
+def _boolean(column: ColumnSpec, json: _Json) -> _Result:
+    return _Result(json.get("boolean"), _expected(column, json.of("BOOLEAN")))
+
+
+def _text(column: ColumnSpec, json: _Json) -> _Result:
+    return _Result(json.get("string"), _expected(column, json.is_string))
+
+
+def _untyped(column: ColumnSpec, json: _Json) -> _Result:
+    return _Result(json.text, F.lit(None).cast("string"))
+
+
+def _bytea(column: ColumnSpec, json: _Json) -> _Result:
+    text = json.get("string")
+    hex_digits = F.regexp_replace(F.substring(text, 3, 1 << 30), r"\s", "")
+    is_hex = text.startswith("\\x")
+    base64_form = text.rlike(r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$")
+    value = F.when(is_hex, F.try_to_binary(hex_digits, F.lit("hex"))).when(
+        base64_form, F.try_to_binary(text, F.lit("base64"))
+    )
+    problem = F.when(~json.is_string, F.lit("is not a string (bytea)")).when(
+        value.isNull(), F.lit("is neither \\x hex nor Base64")
+    )
+    return _Result(value, problem)
+
+
+def _date(column: ColumnSpec, json: _Json) -> _Result:
+    text = F.substring(json.get("string"), 1, 10)
+    from_text = F.when(text.rlike(_DATE_TEXT), F.try_to_date(text, "yyyy-MM-dd"))
+    days = json.get("decimal(38,0)")
+    in_range = days.between(_MIN_DAYS, _MAX_DAYS)
+    from_days = F.date_add(F.lit("1970-01-01").cast("date"), days.try_cast("int"))
+    value = F.when(json.is_string, from_text).when(json.is_integer & in_range, from_days)
+    special = F.when(
+        json.is_integer & ~in_range,
+        F.when(days > 0, F.lit("infinity")).otherwise(F.lit("-infinity")),
+    )
+    problem = F.when(~(json.is_string | json.is_integer), F.lit("is not a date")).when(
+        json.is_string & from_text.isNull(), F.lit("is not an ISO date")
+    )
+    return _Result(value, problem, special)
+
+
+def _clock_micros(hours: Column, minutes: Column, seconds: Column, fraction: Column) -> Column:
+    micros = F.coalesce(_digits(F.rpad(F.substring(fraction, 1, 6), 6, "0"), "bigint"), F.lit(0))
+    return ((hours * 60 + minutes) * 60 + seconds) * 1_000_000 + micros
+
+
+def _time_of_day(column: ColumnSpec, json: _Json) -> _Result:
+    text = json.get("string")
+    group = [json.stage(f"tm{i}", F.regexp_extract(text, _TIME_TEXT, i)) for i in range(1, 5)]
+    hours, minutes, seconds = (F.coalesce(_digits(g, "bigint"), F.lit(0)) for g in group[:3])
+    valid_text = (
+        F.coalesce(text.rlike(_TIME_TEXT), F.lit(False))
+        & (hours < 24)
+        & (minutes < 60)
+        & (seconds < 60)
+    )
+    micros = F.when(json.is_string & valid_text, _clock_micros(hours, minutes, seconds, group[3]))
+    micros = F.coalesce(micros, json.get("decimal(38,0)").try_cast("bigint"))
+    in_day = micros.between(0, MICROS_PER_DAY)
+    total_seconds = F.floor(micros / 1_000_000)
+    clock = F.format_string(
+        "%02d:%02d:%02d.%06d",
+        (total_seconds / 3600).cast("int"),
+        ((total_seconds % 3600) / 60).cast("int"),
+        (total_seconds % 60).cast("int"),
+        (micros % 1_000_000).cast("int"),
+    )
+    suffix = "+00:00" if column.pg_type == "timetz" else ""
+    problem = (
+        F.when(~(json.is_string | json.is_integer), F.lit("is not a time"))
+        .when(json.is_string & ~valid_text, F.lit("is not an ISO time"))
+        .when(~F.coalesce(in_day, F.lit(False)), F.lit("µs is not a time of day"))
+    )
+    return _Result(F.concat(clock, F.lit(suffix)), problem)
+
+
+def _timestamp(column: ColumnSpec, json: _Json) -> _Result:
+    text = F.trim(json.get("string"))
+    group = [json.stage(f"ts{i}", F.regexp_extract(text, _TIMESTAMP_TEXT, i)) for i in range(1, 7)]
+    hours, minutes, seconds = (F.coalesce(_digits(g, "bigint"), F.lit(0)) for g in group[1:4])
+    micros = F.coalesce(_digits(F.rpad(F.substring(group[4], 1, 6), 6, "0"), "int"), F.lit(0))
+    matched = json.stage("ts_ok", F.coalesce(text.rlike(_TIMESTAMP_TEXT), F.lit(False)))
+    offset = (
+        F.when(group[5] == "Z", F.lit("+00:00"))
+        .when(F.length(group[5]) == 3, F.concat(group[5], F.lit(":00")))
+        .when(
+            F.length(group[5]) == 5,
+            F.concat(F.substring(group[5], 1, 3), F.lit(":"), F.substring(group[5], 4, 2)),
+        )
+        .otherwise(group[5])
+    )
+    day = F.try_to_date(group[0], "yyyy-MM-dd")
+    clock_ok = (hours < 24) & (minutes < 60) & (seconds < 60)
+    local = F.try_to_timestamp(
+        F.format_string(
+            "%s %02d:%02d:%02d.%06d",
+            group[0],
+            hours.cast("int"),
+            minutes.cast("int"),
+            seconds.cast("int"),
+            micros,
+        ),
+        F.lit("yyyy-MM-dd HH:mm:ss.SSSSSS"),
+    ).cast("timestamp_ntz")
+    # A local time with an offset is the instant at UTC minus the offset.
+    offset_seconds = F.when(offset == "", F.lit(0)).otherwise(
+        (
+            _digits(F.substring(offset, 2, 2), "int") * 3600
+            + _digits(F.substring(offset, 5, 2), "int") * 60
+        )
+        * F.when(F.substring(offset, 1, 1) == "-", -1).otherwise(1)
+    )
+    utc_micros = F.unix_micros(local.cast("timestamp")) - offset_seconds.cast("bigint") * 1_000_000
+    valid_text = matched & day.isNotNull() & clock_ok & (F.year(day) >= 1)
+    from_text = F.when(json.is_string & valid_text, utc_micros)
+    number = json.get("decimal(38,0)")
+    sentinel = F.when(number == TIMESTAMP_POS_INFINITY, F.lit("infinity")).when(
+        number == TIMESTAMP_NEG_INFINITY, F.lit("-infinity")
+    )
+    from_number = F.when(json.is_integer & sentinel.isNull(), number.try_cast("bigint"))
+    micros_total = F.coalesce(from_text, from_number)
+    in_range = micros_total.between(_MIN_MICROS, _MAX_MICROS)
+    moment = F.timestamp_micros(micros_total)
+    # A timestamp without time zone keeps the wall time (an offset converts it to UTC).
+    value = moment.cast("timestamp_ntz") if column.pg_type == "timestamp" else moment
+    problem = (
+        F.when(~(json.is_string | json.is_integer), F.lit("is not a timestamp"))
+        .when(json.is_string & ~valid_text, F.lit("is not an ISO 8601 timestamp"))
+        .when(
+            sentinel.isNull() & ~F.coalesce(in_range, F.lit(False)),
+            F.lit("is outside the timestamp range"),
+        )
+    )
+    return _Result(F.when(in_range, value), problem, F.when(json.is_integer, sentinel))
+
+
+def _json(column: ColumnSpec, json: _Json) -> _Result:
+    structured = (
+        json.of("ARRAY")
+        | F.coalesce(json.kind.startswith("OBJECT"), F.lit(False))
+        | (F.coalesce(json.kind.startswith("ARRAY"), F.lit(False)))
+    )
+    text = json.get("string")
+    valid = F.try_parse_json(text).isNotNull()
+    value = F.when(structured, F.to_json(json.variant)).when(json.is_string & valid, text)
+    problem = F.when(~(structured | json.is_string), F.lit("is not JSON")).when(
+        json.is_string & ~valid, F.lit("is not JSON text")
+    )
+    return _Result(value, problem)
+
+
+def _uuid(column: ColumnSpec, json: _Json) -> _Result:
+    text = json.get("string")
+    canonical = F.coalesce(
+        text.rlike(
+            r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+        ),
+        F.lit(False),
+    )
+    problem = F.when(~json.is_string | ~canonical, F.lit("is not a UUID in 8-4-4-4-12 form"))
+    return _Result(F.lower(text), problem)
+
+
+def _oidvector(column: ColumnSpec, json: _Json) -> _Result:
+    items = json.get("array<variant>")
+    integral = F.forall(
+        items, lambda item: F.coalesce(F.schema_of_variant(item).isin(*_INT_KINDS), F.lit(False))
+    )
+    value = F.transform(items, lambda item: F.try_variant_get(item, "$", "bigint"))
+    problem = F.when(
+        ~F.coalesce(json.kind.startswith("ARRAY"), F.lit(False)), F.lit("is not an array")
+    ).when(~integral, F.lit("has an element that is not a 64-bit integer"))
+    return _Result(value, problem)
+
+
+_DECODERS: dict[str, Callable[[ColumnSpec, _Json], _Result]] = {
+    "tinyint": _integer,
+    "smallint": _integer,
+    "integer": _integer,
+    "bigint": _integer,
+    "oid": _integer,
+    "interval": _integer,
+    "real": _float,
+    "double": _float,
+    "numeric": _numeric,
+    "boolean": _boolean,
+    "text": _text,
+    "bytea": _bytea,
+    "date": _date,
+    "time": _time_of_day,
+    "timetz": _time_of_day,
+    "timestamp": _timestamp,
+    "timestamptz": _timestamp,
+    "json": _json,
+    "uuid": _uuid,
+    "oidvector": _oidvector,
+    "untyped": _untyped,
+}
+
+
+def decode_columns(
+    frame: DataFrame, columns: list[ColumnSpec], slots: dict[str, str]
+) -> tuple[DataFrame, dict[str, DecodedColumn]]:
+    """Decode many columns: ``slots`` names the frame column holding each one's VARIANT.
+
+    Returns the frame with the decoders' intermediate columns added (two projections, so that
+    no sub-expression is copied into every place that uses it), and each column's parts.
+    """
+    parts: dict[str, DecodedColumn] = {}
+    level1: dict[str, Column] = {}
+    level2: dict[str, Column] = {}
+    for column in columns:
+        json = _Json(F.col(slots[column.name]), prefix=f"{slots[column.name]}d")
+        parts[column.name] = _decoded(column, json)
+        level1.update(json.levels[0])
+        level2.update(json.levels[1])
+    staged = frame.select("*", *(e.alias(n) for n, e in level1.items()))
+    return staged.select("*", *(e.alias(n) for n, e in level2.items())), parts
