@@ -33,7 +33,7 @@ def get_provider_info() -> dict[str, Any]:
                 "integration-name": "Change Data Capture",
                 "python-modules": [
                     "airflow_cdc.operators.land",
-                    "airflow_cdc.operators.process",
+                    "airflow_cdc.operators.apply",
                 ],
             }
         ],

@@ -18,8 +18,8 @@ import datetime as dt
 from airflow.sdk import DAG, CronDataIntervalTimetable
 
 from airflow_cdc.demo.change_stream import DDL
+from airflow_cdc.operators.apply import ApplyChangesOperator
 from airflow_cdc.operators.land import LandKafkaOperator
-from airflow_cdc.operators.process import ApplyChangesOperator
 from airflow_cdc.sensors.resolved import ResolvedTimestampSensor
 
 WAREHOUSE = "{{ var.value.get('cdc_warehouse', '/tmp/airflow-cdc/warehouse') }}"

@@ -44,7 +44,6 @@ from airflow_cdc.core.formats import IN_BAND_RESOLVED, resolved_marker
 from airflow_cdc.core.formats.cockroach import split_batch
 from airflow_cdc.core.ordering import pad_decimal
 from spark_jobs.common import (
-    RAW_SCHEMA,
     RECORD,
     JobContext,
     base_parser,
@@ -66,7 +65,6 @@ from spark_jobs.landing import (
     to_micros,
 )
 from spark_jobs.ledger import union_all
-from spark_jobs.schemas import struct
 
 JOB_NAME = "land_files"
 JOB_VERSION = "1.1.0"
@@ -378,7 +376,6 @@ def land_kinesis_dumps(
         for r in records.groupBy("shard_id").agg(F.max("arrival_ts").alias("newest")).collect()
     }
     progress = dict(checkpoints)
-    rows = []
     for task in tasks:
         last = lines.get(task.shard_id)
         final = str(last) if last is not None else task.after_sequence
@@ -390,27 +387,12 @@ def land_kinesis_dumps(
             else (before.horizon_us if before is not None else None)
         )
         progress[task.shard_id] = Checkpoint(task.shard_id, final, True, horizon_us)
-        row = progress_row(
-            source,
-            task.shard_id,
-            final,
-            pad_decimal(final, LINE_WIDTH) if final else None,
-            True,
-            from_micros(horizon_us),
-        )
-        rows.append((*row[:1], source, *row[1:]))
-    tail = (
+    staged = records.select(
+        "*",
         F.lit(land_seq).cast("bigint").alias("land_seq"),
         F.lit(ctx.batch_id).alias("batch_id"),
         F.lit(run).alias("land_run"),
     )
-    progress_rows = ctx.spark.createDataFrame(
-        rows,
-        struct(
-            ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in RAW_SCHEMA.fields[:13])
-        ),
-    )
-    staged = records.select("*", *tail).unionByName(progress_rows.select("*", *tail))
     stats = commit(ctx, source, tasks, staged, progress, land_seq, lateness, run)
     stats.update(waves=1, shards_pending=[])
     return stats

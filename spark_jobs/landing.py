@@ -125,8 +125,12 @@ def land(
         _read_wave(ctx, ready, reader, f"{staging}/wave={waves}", source, land_seq, run)
         for row in _wave_progress(ctx, f"{staging}/wave={waves}"):
             before = progress.get(row.shard_id)
-            if row.horizon_us is None and before is not None:
-                row = replace(row, horizon_us=before.horizon_us)
+            if before is not None and before.horizon_us is not None:
+                # A shard's horizon only moves forward: its newest marker ever landed.
+                newest = max(before.horizon_us, row.horizon_us or before.horizon_us)
+                row = replace(row, horizon_us=newest)
+            if row.sequence_number is None and before is not None:
+                row = replace(row, sequence_number=before.sequence_number)
             progress[row.shard_id] = row
             if row.closed:
                 finished.add(row.shard_id)
@@ -159,13 +163,15 @@ def commit(
     )
     landed = 0
     if staged is not None:
-        landed = staged.where(F.col("kind") == RECORD).count()
-        read = {t.shard_id for t in tasks}
-        carried = _carried_progress(ctx, source, progress, read, land_seq, run)
+        records = staged.where(F.col("kind") == RECORD)
+        landed = records.count()
+        # One progress row per known shard, as this run leaves it: the newest run's rows are
+        # the whole checkpoint (a shard read without a new marker keeps its horizon).
+        checkpoint = _progress_rows(ctx, source, progress, land_seq, run)
         fault_point("land:before_commit")
         ensure_table(ctx.spark, ctx.warehouse.raw, RAW_SCHEMA, ["source", "batch_id"])
         (
-            staged.unionByName(carried)
+            records.unionByName(checkpoint)
             .write.format("delta")
             .mode("append")
             .option("txnAppId", f"land:{source}")
@@ -206,19 +212,12 @@ def run_name(ctx: JobContext) -> str:
     return f"{ctx.run_id}:{uuid.uuid4().hex[:8]}"
 
 
-def _carried_progress(
-    ctx: JobContext,
-    source: str,
-    progress: dict[str, Checkpoint],
-    read: set[str],
-    land_seq: int,
-    run: str,
+def _progress_rows(
+    ctx: JobContext, source: str, progress: dict[str, Checkpoint], land_seq: int, run: str
 ) -> Any:
-    """Progress rows for the shards this run did not read, so that its rows are complete."""
+    """The checkpoint rows of a landing run: one per shard the source has."""
     rows = []
     for c in progress.values():
-        if c.shard_id in read:
-            continue
         row = progress_row(
             source, c.shard_id, c.sequence_number, None, c.closed, from_micros(c.horizon_us)
         )

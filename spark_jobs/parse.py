@@ -412,7 +412,7 @@ def parse_with_core(records: DataFrame, fmt: str) -> DataFrame:
     import pyarrow as pa
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    arrow_schema = to_arrow_schema(TEXT_SCHEMA)
+    arrow_schema = to_arrow_schema(TEXT_SCHEMA, timezone="UTC")
     parse = parser_for(fmt)
 
     def run(batches: Iterator[Any]) -> Iterator[Any]:

@@ -281,7 +281,7 @@ def _assemble_sets(
         "fragments",
         _older_than(now, max_age).alias("expired"),
     )
-    schema = to_arrow_schema(SETTLED_SCHEMA)
+    schema = to_arrow_schema(SETTLED_SCHEMA, timezone="UTC")
 
     def run(batches: Iterator[Any]) -> Iterator[Any]:
         for batch in batches:

@@ -45,12 +45,6 @@ ERROR_COLUMNS = ("_err_reason", "_err_detail")
 _UNTYPED = ColumnSpec("value", "untyped")
 
 
-def decoded_schema(spec: TableSpec) -> StructType:
-    """Declared columns with their Spark types, then the change's metadata."""
-    columns = ", ".join(f"`{c.name.replace('`', '``')}` {spark_type(c)}" for c in spec.columns)
-    return struct(f"{columns}, {META_DDL}") if spec.columns else struct(META_DDL)
-
-
 def belongs(spec: TableSpec, only_table: bool) -> Column:
     """Changes of ``spec``'s table: named by schema and table, by table name alone (formats
     that name tables by topic), or by nothing at all when a single table is declared."""
@@ -282,7 +276,7 @@ def fold_partials(decoded: DataFrame, keys: list[str]) -> tuple[DataFrame, DataF
     schema = StructType(
         [*decoded.schema.fields, *struct("_fold_status STRING, _fold_reason STRING").fields]
     )
-    arrow_schema = to_arrow_schema(schema)
+    arrow_schema = to_arrow_schema(schema, timezone="UTC")
     names = [f.name for f in decoded.schema.fields]
     columns = [n for n in names if not n.startswith("_cdc_") and n not in keys]
     maps = ("_cdc_extra", "_cdc_special_values")

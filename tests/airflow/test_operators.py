@@ -5,8 +5,8 @@ import json
 import pytest
 
 from airflow_cdc.core.exceptions import DdlError
+from airflow_cdc.operators.apply import ApplyChangesOperator
 from airflow_cdc.operators.land import LandFilesOperator, LandKafkaOperator, LandKinesisOperator
-from airflow_cdc.operators.process import ApplyChangesOperator
 
 
 def test_kinesis_landing_arguments_come_from_the_connection(monkeypatch) -> None:
