@@ -27,7 +27,8 @@ from pyspark.sql.types import StructType
 
 from airflow_cdc.core.ddl import ColumnSpec, TableSpec
 from airflow_cdc.core.partial import fold
-from airflow_cdc.core.types import column_of, column_of_spark, family_of, spark_type, widen
+from airflow_cdc.core.rows import type_conflicts
+from airflow_cdc.core.types import column_of, column_of_spark, spark_type, widen
 from spark_jobs.ledger import DUPLICATE, SUPERSEDED
 from spark_jobs.parse import IMAGE
 from spark_jobs.schemas import struct
@@ -102,29 +103,6 @@ def _record_types(mine: DataFrame) -> list[str]:
     return [row["types_json"] for row in seen]
 
 
-def type_conflicts(spec: TableSpec, types_json: str) -> list[tuple[str, str]]:
-    """(column, message) for each column a record's schema types so that storing it in the
-    table's column would lose data (the core's ``type_conflict``)."""
-    conflicts = []
-    for name, incoming in json.loads(types_json).items():
-        column = spec.column(name)
-        if column is None:
-            continue
-        try:
-            fits = widen(column, incoming) == column
-        except ValueError:
-            fits = False
-        if not fits:
-            conflicts.append(
-                (
-                    name,
-                    f"column {name} is {family_of(column)} in the table but"
-                    f" {incoming} in the record; converting would lose data",
-                )
-            )
-    return conflicts
-
-
 def _error(reason: str, detail: Column) -> Column:
     return F.struct(F.lit(reason).alias("reason"), detail.alias("detail"))
 
@@ -167,7 +145,7 @@ def decode_changes(changes: DataFrame, spec: TableSpec, types: list[str]) -> Dat
         key_absent = key_absent | value.isNull() | (F.schema_of_variant(value) == "VOID")
     conflicts = F.lit(None).cast("array<struct<name:string,message:string>>")
     for types_json in types:
-        found = type_conflicts(spec, types_json)
+        found = type_conflicts(spec, json.loads(types_json)).items()
         if found:
             entries = F.array(
                 *[F.struct(F.lit(n).alias("name"), F.lit(m).alias("message")) for n, m in found]

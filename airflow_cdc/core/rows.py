@@ -103,19 +103,28 @@ def _key_columns(spec: TableSpec, key: dict[str, Any] | list[Any] | None) -> dic
     return dict(zip(spec.primary_key, key, strict=True))
 
 
-def _check_types(spec: TableSpec, types: dict[str, str], image: dict[str, Any]) -> None:
-    for name in image:
+def type_conflicts(spec: TableSpec, types: dict[str, str]) -> dict[str, str]:
+    """The columns whose type in a record's own schema (``types``) does not fit the table's
+    column without losing data, with a message for each."""
+    conflicts = {}
+    for name, incoming in types.items():
         column = spec.column(name)
-        incoming = types.get(name)
-        if column is None or incoming is None:
+        if column is None:
             continue
         try:
             fits = widen(column, incoming) == column
         except ValueError:
             fits = False
         if not fits:
-            raise RecordFormatError(
-                "type_conflict",
+            conflicts[name] = (
                 f"column {name} is {family_of(column)} in the table but {incoming} in the"
-                " record; converting would lose data",
+                " record; converting would lose data"
             )
+    return conflicts
+
+
+def _check_types(spec: TableSpec, types: dict[str, str], image: dict[str, Any]) -> None:
+    conflicts = type_conflicts(spec, types)
+    for name in image:
+        if name in conflicts:
+            raise RecordFormatError("type_conflict", conflicts[name])
