@@ -155,8 +155,8 @@ def apply_tables(
     for declared in specs:
         mine = changes.where(resolve.belongs(declared, only_table))
         path = ctx.warehouse.target(declared.table)
-        spec = resolve.effective_spec(ctx.spark, path, declared, mine)
-        types = resolve._record_types(mine)
+        types = resolve.record_types(mine)
+        spec = resolve.effective_spec(ctx.spark, path, declared, types)
         decoded = resolve.decode_changes(mine, spec, types).localCheckpoint()
         failed = decoded.where(F.col("_err_reason").isNotNull())
         quarantine_changes(failed, outcomes, payloads)

@@ -56,9 +56,12 @@ def belongs(spec: TableSpec, only_table: bool) -> Column:
     return exact | by_name | (unnamed & F.lit(only_table))
 
 
-def effective_spec(spark: SparkSession, target: str, spec: TableSpec, mine: DataFrame) -> TableSpec:
+def effective_spec(
+    spark: SparkSession, target: str, spec: TableSpec, types: list[str]
+) -> TableSpec:
     """The declared table with the target's current column types and the typed columns that
-    this batch's records declare (widened where that loses nothing)."""
+    this batch's records declare (``types``, from :func:`record_types`), widened where that
+    loses nothing."""
     columns = {c.name: c for c in spec.columns}
     if DeltaTable.isDeltaTable(spark, target):
         for field in DeltaTable.forPath(spark, target).toDF().schema.fields:
@@ -79,7 +82,7 @@ def effective_spec(spark: SparkSession, target: str, spec: TableSpec, mine: Data
                 )
             except ValueError:
                 log.warning("column %s of %s keeps its declared type", field.name, target)
-    for types_json in _record_types(mine):
+    for types_json in types:
         for name, incoming in json.loads(types_json).items():
             current = columns.get(name)
             if current is None:
@@ -91,7 +94,7 @@ def effective_spec(spark: SparkSession, target: str, spec: TableSpec, mine: Data
     return TableSpec(spec.table, tuple(columns.values()), spec.primary_key)
 
 
-def _record_types(mine: DataFrame) -> list[str]:
+def record_types(mine: DataFrame) -> list[str]:
     """The distinct Connect schemas of the batch's records, oldest first (few per batch)."""
     seen = (
         mine.where(F.col("types_json").isNotNull())
