@@ -19,7 +19,7 @@ import datetime as dt
 from typing import Any
 
 from delta.tables import DeltaTable
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from airflow_cdc.core.ddl import TableSpec, parse_tables
@@ -39,6 +39,8 @@ from spark_jobs.ledger import CONTROL, PENDING, Outcomes
 from spark_jobs.parse import parse_records
 
 JOB_NAME = "apply_changes"
+# Formats whose every change names its schema: an empty schema names no declared table.
+NAMES_SCHEMAS = ("dsql",)
 JOB_VERSION = "2.0.0"
 
 
@@ -142,18 +144,20 @@ def record_outcomes(parsed: DataFrame, outcomes: Outcomes) -> None:
 
 def apply_tables(
     ctx: JobContext,
+    fmt: str,
     specs: list[TableSpec],
     changes: DataFrame,
     outcomes: Outcomes,
-    payloads: DataFrame,
+    payloads: list[DataFrame],
     resolved: dt.datetime | None,
     retention: dt.timedelta,
 ) -> dict[str, Any]:
     """Decode, resolve and MERGE the changes of every declared table; quarantine the rest."""
     stats: dict[str, Any] = {}
     only_table = len(specs) == 1
+    names_schemas = fmt in NAMES_SCHEMAS
     for declared in specs:
-        mine = changes.where(resolve.belongs(declared, only_table))
+        mine = changes.where(resolve.belongs(declared, only_table, names_schemas))
         path = ctx.warehouse.target(declared.table)
         types = resolve.record_types(mine)
         spec = resolve.effective_spec(ctx.spark, path, declared, types)
@@ -172,7 +176,7 @@ def apply_tables(
         stats[spec.table.qualified] = counts
     declared_any = F.lit(False)
     for spec in specs:
-        declared_any = declared_any | resolve.belongs(spec, only_table)
+        declared_any = declared_any | resolve.belongs(spec, only_table, names_schemas)
     undeclared = changes.where(~declared_any).select(
         F.col("members").alias("_cdc_members"),
         F.lit("undeclared_table").alias("_err_reason"),
@@ -184,14 +188,43 @@ def apply_tables(
     return stats
 
 
-def quarantine_changes(failed: DataFrame, outcomes: Outcomes, payloads: DataFrame) -> None:
+def quarantine_changes(failed: DataFrame, outcomes: Outcomes, payloads: list[DataFrame]) -> None:
     """Quarantine changes (their members, reason, detail) with each member's raw payload."""
     rows = failed.select(
         F.explode("_cdc_members").alias("m"),
         F.col("_err_reason").alias("reason"),
         F.col("_err_detail").alias("detail"),
     ).select("m.record_id", "m.batch_id", "reason", "detail")
-    outcomes.quarantine(rows.join(payloads, "record_id"))
+    outcomes.quarantine(with_payloads(rows.localCheckpoint(), payloads))
+
+
+# Up to this many quarantined records are looked up by broadcasting them to the payloads
+# (no shuffle of the batch); more take a shuffled join.
+BROADCAST_QUARANTINE = 100_000
+
+
+def with_payloads(rows: DataFrame, payloads: list[DataFrame]) -> DataFrame:
+    """``rows`` (``record_id`` ...) with each record's ``payload``, found in the first of
+    ``payloads`` (frames of ``record_id``, ``payload``) that has it; only the payloads of
+    ``rows`` move."""
+    if rows.isEmpty():
+        return rows.withColumn("payload", F.lit(None).cast("string")).limit(0)
+    small = rows.count() <= BROADCAST_QUARANTINE
+    found = [
+        (F.broadcast(rows) if small else rows)
+        .join(frame, "record_id")
+        .select("*", F.lit(rank).alias("_source"))
+        for rank, frame in enumerate(payloads)
+    ]
+    first = Window.partitionBy("record_id").orderBy("_source")
+    matched = found[0]
+    for frame in found[1:]:
+        matched = matched.unionByName(frame)
+    return (
+        matched.withColumn("_rank", F.row_number().over(first))
+        .where(F.col("_rank") == 1)
+        .drop("_rank", "_source")
+    )
 
 
 def commit_bookkeeping(ctx: JobContext, source: str, outcomes: Outcomes, state: DataFrame) -> None:
@@ -250,13 +283,11 @@ def run(ctx: JobContext, args: Any) -> dict[str, Any]:
         .unionByName(settlement.changes)
         .localCheckpoint()
     )
-    payloads = (
-        parsed.select("record_id", "payload")
-        .unionByName(buffered.select("record_id", "payload"))
-        .dropDuplicates(["record_id"])
-    )
+    payloads = [parsed.select("record_id", "payload"), buffered.select("record_id", "payload")]
     resolved = apply.parse_resolved(read_text(ctx, ctx.warehouse.resolved_file(source)))
-    stats["tables"] = apply_tables(ctx, specs, changes, outcomes, payloads, resolved, retention)
+    stats["tables"] = apply_tables(
+        ctx, args.format, specs, changes, outcomes, payloads, resolved, retention
+    )
     stats["parsed"] = {
         r["rtype"]: int(r["n"])
         for r in parsed.groupBy("rtype").agg(F.count(F.lit(1)).alias("n")).collect()

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from delta.tables import DeltaTable
-from pyspark.sql import SparkSession
+from pyspark.sql import Column, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from airflow_cdc.core.events import TableRef
@@ -193,3 +194,10 @@ def read_text(ctx: JobContext, path: str) -> str | None:
 def delete_path(ctx: JobContext, path: str) -> None:
     target, fs = _hadoop_path(ctx, path)
     fs.delete(target, True)
+
+
+def is_base64(text: Column) -> Column:
+    """Whether ``text`` is padded standard Base64: alphabet characters, at most two ``=`` at
+    the end, a length that is a multiple of four (the same strings as groups of four with an
+    optional padded last group, without a regex that backtracks over long values)."""
+    return text.rlike(r"^[A-Za-z0-9+/]*={0,2}$") & (F.length(text) % 4 == 0)

@@ -47,6 +47,7 @@ from spark_jobs.common import (
     RECORD,
     JobContext,
     base_parser,
+    is_base64,
     source_name,
     start,
     write_stats,
@@ -271,10 +272,6 @@ def list_files(path: str) -> list[str]:
     return sorted(prefix + p for p in found)
 
 
-# What the JVM reader keeps of a Kinesis dump line (the rules of parse_line).
-_BASE64 = r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"
-
-
 def kinesis_dump_records(
     ctx: JobContext, source: str, tasks: list[ShardTask]
 ) -> tuple[DataFrame, DataFrame]:
@@ -320,7 +317,7 @@ def kinesis_dump_records(
             F.coalesce(F.schema_of_variant(data) != "STRING", F.lit(True)),
             F.lit("bad dump line: a line must be an object with a base64 Data field"),
         )
-        .when(~data_text.rlike(_BASE64), F.lit("bad dump line: Data is not Base64"))
+        .when(~is_base64(data_text), F.lit("bad dump line: Data is not Base64"))
         .when(
             arrival.isNotNull() & (arrival_kind != "VOID") & arrival_ts.isNull(),
             F.lit("bad dump line: ApproximateArrivalTimestamp is not a time"),

@@ -171,29 +171,58 @@ def _dsql_fields(records: DataFrame) -> DataFrame:
         F.try_variant_get(F.col("_doc"), path, "variant").alias(name)
         for name, path in _DSQL_FIELDS.items()
     ]
-    fields = records.select(
-        "record_id",
-        "batch_id",
-        "arrival_ts",
-        "envelope_error",
-        text.alias("payload"),
-        doc.alias("_doc"),
-    ).select("*", *atoms)
+    fields = (
+        records.select(
+            "record_id",
+            "batch_id",
+            "arrival_ts",
+            "envelope_error",
+            text.alias("payload"),
+            doc.alias("_doc"),
+        )
+        .select("*", *atoms)
+        .select(
+            "*",
+            *(
+                F.try_variant_get(F.col(name), "$", IMAGE).alias(f"{name}_map")
+                for name in ("before", "after")
+            ),
+        )
+    )
     return fields.select(
         "record_id",
         "batch_id",
         "arrival_ts",
         "envelope_error",
         "payload",
-        json_type(F.col("_doc")).alias("_doc_t"),
-        *(json_type(F.col(name)).alias(f"{name}_t") for name in _DSQL_FIELDS),
+        _kind(F.col("_doc")).alias("_doc_t"),
+        *(_kind(F.col(name)).alias(f"{name}_t") for name in _DSQL_FIELDS if name not in _IMAGES),
+        *(_image_kind(name).alias(f"{name}_t") for name in _IMAGES),
         *(
             F.variant_get(F.col(name), "$", "string").alias(f"{name}_s")
             for name in _DSQL_FIELDS
-            if name not in ("before", "after")
+            if name not in _DSQL_OBJECTS
         ),
-        "before",
-        "after",
+        *(F.col(f"{name}_map").alias(name) for name in _IMAGES),
+    )
+
+
+_IMAGES = ("before", "after")
+# Fields the rules only ever test for being an object (never read as text).
+_DSQL_OBJECTS = ("before", "after", "source", "chunked", "before_ref", "after_ref")
+
+
+def _kind(value: Column) -> Column:
+    """:func:`json_type`, except that any object is just ``OBJECT``: spelling out an object's
+    whole schema costs more than the rest of a record's parse, and no rule reads it."""
+    is_object = F.try_variant_get(value, "$", "map<string, variant>").isNotNull()
+    return F.when(is_object, F.lit("OBJECT")).otherwise(json_type(value))
+
+
+def _image_kind(name: str) -> Column:
+    """:func:`_kind` of an image field, from its map (``<name>_map``, built once)."""
+    return F.when(F.col(f"{name}_map").isNotNull(), F.lit("OBJECT")).otherwise(
+        json_type(F.col(name))
     )
 
 
@@ -353,7 +382,7 @@ def parse_dsql(records: DataFrame) -> DataFrame:
     ts = F.ltrim(f.integer("ts_ns"), F.lit("0"))
 
     def image(name: str) -> Column:
-        return F.when(change & f.is_object(name), F.variant_get(F.col(name), "$", IMAGE))
+        return F.when(change & f.is_object(name), F.col(name))
 
     def ref(image: str, field: str, kind: str) -> Column:
         value = (

@@ -46,11 +46,17 @@ ERROR_COLUMNS = ("_err_reason", "_err_detail")
 _UNTYPED = ColumnSpec("value", "untyped")
 
 
-def belongs(spec: TableSpec, only_table: bool) -> Column:
+def belongs(spec: TableSpec, only_table: bool, names_schemas: bool = False) -> Column:
     """Changes of ``spec``'s table: named by schema and table, by table name alone (formats
-    that name tables by topic), or by nothing at all when a single table is declared."""
+    that name tables by topic), or by nothing at all when a single table is declared.
+
+    ``names_schemas``: the format always names the schema (Aurora DSQL's ``source.schema``),
+    so a change must name the declared schema exactly; an empty one names no declared table.
+    """
     schema, table = F.col("schema"), F.col("table")
     exact = (schema == spec.table.schema) & (table == spec.table.name)
+    if names_schemas:
+        return F.coalesce(exact, F.lit(False))
     by_name = (F.coalesce(schema, F.lit("")) == "") & (table == spec.table.name)
     unnamed = (F.coalesce(schema, F.lit("")) == "") & (F.coalesce(table, F.lit("")) == "")
     return exact | by_name | (unnamed & F.lit(only_table))

@@ -36,6 +36,7 @@ from airflow_cdc.core.types import (
     TIMESTAMP_POS_INFINITY,
     spark_type,
 )
+from spark_jobs.common import is_base64
 
 _INT_KINDS = ("TINYINT", "SMALLINT", "INT", "BIGINT")
 _RANGES = {
@@ -74,21 +75,26 @@ class _Result:
     value: Column
     problem: Column  # null when the value decodes
     special: Column | None = None
+    # (applies, value): where ``applies`` holds, the value as the full rules decode it, from a
+    # few cheap expressions over the common form (the full rules then do not run).
+    fast: tuple[Column, Column] | None = None
 
 
 class _Json:
     """One VARIANT value and its JSON type.
 
     With a ``prefix``, the values that decoders refer to many times become columns of their
-    own (:meth:`stage`), computed in two projections before the decoded value: level 1 the
-    JSON type and the value as text or number, level 2 what a family derives from those (the
-    groups of a timestamp's text). Without one, everything stays one expression.
+    own (:meth:`stage`), computed in projections before the decoded value: level 1 the JSON
+    type and the value as text or number, level 2 what a family derives from those (the
+    groups of a timestamp's text), level 3 what is wrong with the value, level 4 the value
+    and its special marker (the outputs refer to each of these several times). Without one,
+    everything stays one expression.
     """
 
     def __init__(self, value: Column, prefix: str | None = None) -> None:
         self.variant = value
         self.prefix = prefix
-        self.levels: tuple[dict[str, Column], dict[str, Column]] = ({}, {})
+        self.levels: tuple[dict[str, Column], ...] = ({}, {}, {}, {})
         kind = F.schema_of_variant(value)
         self.kind = self.stage("kind", kind, level=1)
         self.present = self.stage("present", value.isNotNull() & (kind != "VOID"), level=1)
@@ -97,9 +103,14 @@ class _Json:
             "string", F.when(kind == "STRING", F.try_variant_get(value, "$", "string")), level=1
         )
         # Only integral JSON numbers are read as numbers: a failed cast costs an exception.
-        integral = kind.isin(*_INT_KINDS) | kind.rlike(r"^DECIMAL\(\d+,0\)$")
+        int64 = F.when(kind.isin(*_INT_KINDS), F.try_variant_get(value, "$", "bigint"))
+        self.int64 = self.stage("int64", int64, level=1)
         self._integral = self.stage(
-            "integral", F.when(integral, F.try_variant_get(value, "$", "decimal(38,0)")), level=1
+            "integral",
+            F.when(self.int64.isNotNull(), self.int64.cast("decimal(38,0)")).when(
+                F.coalesce(kind.rlike(r"^DECIMAL\(\d+,0\)$"), F.lit(False)),
+                F.try_variant_get(value, "$", "decimal(38,0)"),
+            ),
         )
         # The value as text, for error messages and untyped columns (computed where used).
         self.text = F.when(kind == "STRING", F.try_variant_get(value, "$", "string")).otherwise(
@@ -155,13 +166,21 @@ def decode_value(column: ColumnSpec, value: Column) -> DecodedColumn:
 def _decoded(column: ColumnSpec, json: _Json) -> DecodedColumn:
     result = _DECODERS[column.pg_type](column, json)
     problem = F.when(json.present, result.problem)
+    value = result.value
+    special = result.special if result.special is not None else F.lit(None)
+    if result.fast is not None:
+        applies, fast_value = result.fast
+        fast = json.stage("fast", F.coalesce(applies, F.lit(False)), level=2)
+        problem = F.when(~fast, problem)
+        value = F.when(fast, fast_value).otherwise(value)
+        special = F.when(~fast, special)
+    problem = json.stage("problem", problem, level=3)
     ok = json.present & problem.isNull()
+    value = json.stage("value", F.when(ok, value).cast(spark_type(column)), level=4)
     shown = F.substring(json.text, 1, 40)
     return DecodedColumn(
-        value=F.when(ok, result.value).cast(spark_type(column)),
-        special=F.when(ok, result.special if result.special is not None else F.lit(None)).cast(
-            "string"
-        ),
+        value=value,
+        special=json.stage("special", F.when(ok, special).cast("string"), level=4),
         error=F.when(
             problem.isNotNull(),
             F.concat(F.lit(f"column {column.name!r}: "), shown, F.lit(" "), problem),
@@ -188,7 +207,8 @@ def _integer(column: ColumnSpec, json: _Json) -> _Result:
     problem = F.when(~json.is_integer, F.lit(f"is not a JSON integer ({column.pg_type})")).when(
         ~F.coalesce(in_range, F.lit(False)), F.lit(f"is out of range for {column.pg_type}")
     )
-    return _Result(number, problem)
+    fast = json.int64.between(low, high) if column.pg_type != "bigint" else json.int64.isNotNull()
+    return _Result(number, problem, fast=(fast, json.int64))
 
 
 def _float(column: ColumnSpec, json: _Json) -> _Result:
@@ -232,10 +252,15 @@ def _numeric(column: ColumnSpec, json: _Json) -> _Result:
         )
     )
     value = F.when(syntax, F.trim(text).try_cast(f"decimal({precision},{scale})"))
+    # The common form, digits that fit: a plain cast.
+    whole_form = "0" if precision == scale else f"(?:0|[1-9][0-9]{{0,{precision - scale - 1}}})"
+    fraction_form = f"(?:\\.[0-9]{{1,{scale}}})?" if scale else ""
+    common = json.get("string").rlike(f"^-?{whole_form}{fraction_form}$")
     return _Result(
         F.when(~special, value),
         F.coalesce(problem, F.when(~special & value.isNull(), F.lit("is not a decimal number"))),
         F.when(special, text),
+        fast=(common, json.get("string").cast(f"decimal({precision},{scale})")),
     )
 
 
@@ -255,7 +280,7 @@ def _bytea(column: ColumnSpec, json: _Json) -> _Result:
     text = json.get("string")
     hex_digits = F.regexp_replace(F.substring(text, 3, 1 << 30), r"\s", "")
     is_hex = text.startswith("\\x")
-    base64_form = text.rlike(r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$")
+    base64_form = is_base64(text)
     value = F.when(is_hex, F.try_to_binary(hex_digits, F.lit("hex"))).when(
         base64_form, F.try_to_binary(text, F.lit("base64"))
     )
@@ -279,7 +304,13 @@ def _date(column: ColumnSpec, json: _Json) -> _Result:
     problem = F.when(~(json.is_string | json.is_integer), F.lit("is not a date")).when(
         json.is_string & from_text.isNull(), F.lit("is not an ISO date")
     )
-    return _Result(value, problem, special)
+    epoch_days = json.int64.between(_MIN_DAYS, _MAX_DAYS)
+    return _Result(
+        value,
+        problem,
+        special,
+        fast=(epoch_days, F.date_add(F.lit("1970-01-01").cast("date"), json.int64.cast("int"))),
+    )
 
 
 def _clock_micros(hours: Column, minutes: Column, seconds: Column, fraction: Column) -> Column:
@@ -289,7 +320,7 @@ def _clock_micros(hours: Column, minutes: Column, seconds: Column, fraction: Col
 
 def _time_of_day(column: ColumnSpec, json: _Json) -> _Result:
     text = json.get("string")
-    group = [json.stage(f"tm{i}", F.regexp_extract(text, _TIME_TEXT, i)) for i in range(1, 5)]
+    group = [json.stage(f"tm{i}", F.regexp_extract(text, _TIME_TEXT, i)) for i in range(1, 6)]
     hours, minutes, seconds = (F.coalesce(_digits(g, "bigint"), F.lit(0)) for g in group[:3])
     valid_text = (
         F.coalesce(text.rlike(_TIME_TEXT), F.lit(False))
@@ -298,6 +329,11 @@ def _time_of_day(column: ColumnSpec, json: _Json) -> _Result:
         & (seconds < 60)
     )
     micros = F.when(json.is_string & valid_text, _clock_micros(hours, minutes, seconds, group[3]))
+    if column.pg_type == "timetz":
+        # A time with an offset is adjusted to UTC and wrapped into the day (the DSQL rule).
+        micros = F.when(group[4] == "", micros).otherwise(
+            F.pmod(micros - _offset_micros(group[4]), F.lit(MICROS_PER_DAY))
+        )
     micros = F.coalesce(micros, json.get("decimal(38,0)").try_cast("bigint"))
     in_day = micros.between(0, MICROS_PER_DAY)
     total_seconds = F.floor(micros / 1_000_000)
@@ -309,12 +345,47 @@ def _time_of_day(column: ColumnSpec, json: _Json) -> _Result:
         (micros % 1_000_000).cast("int"),
     )
     suffix = "+00:00" if column.pg_type == "timetz" else ""
+    of_day = json.int64.between(0, MICROS_PER_DAY - 1)
+    seconds_of_day = json.int64 / 1_000_000
+    fast_clock = F.format_string(
+        "%02d:%02d:%02d.%06d",
+        (seconds_of_day / 3600).cast("int"),
+        ((seconds_of_day % 3600) / 60).cast("int"),
+        (seconds_of_day % 60).cast("int"),
+        (json.int64 % 1_000_000).cast("int"),
+    )
     problem = (
         F.when(~(json.is_string | json.is_integer), F.lit("is not a time"))
         .when(json.is_string & ~valid_text, F.lit("is not an ISO time"))
         .when(~F.coalesce(in_day, F.lit(False)), F.lit("µs is not a time of day"))
     )
-    return _Result(F.concat(clock, F.lit(suffix)), problem)
+    return _Result(
+        F.concat(clock, F.lit(suffix)),
+        problem,
+        fast=(of_day, F.concat(fast_clock, F.lit(suffix))),
+    )
+
+
+def _offset_micros(zone: Column) -> Column:
+    """A UTC offset as written after an ISO time (``Z``, ``+02``, ``+0200``, ``-05:30`` or
+    nothing), in microseconds east of UTC."""
+    offset = (
+        F.when(zone == "Z", F.lit("+00:00"))
+        .when(F.length(zone) == 3, F.concat(zone, F.lit(":00")))
+        .when(
+            F.length(zone) == 5,
+            F.concat(F.substring(zone, 1, 3), F.lit(":"), F.substring(zone, 4, 2)),
+        )
+        .otherwise(zone)
+    )
+    seconds = F.when(F.coalesce(offset, F.lit("")) == "", F.lit(0)).otherwise(
+        (
+            _digits(F.substring(offset, 2, 2), "int") * 3600
+            + _digits(F.substring(offset, 5, 2), "int") * 60
+        )
+        * F.when(F.substring(offset, 1, 1) == "-", -1).otherwise(1)
+    )
+    return seconds.cast("bigint") * 1_000_000
 
 
 def _timestamp(column: ColumnSpec, json: _Json) -> _Result:
@@ -323,15 +394,6 @@ def _timestamp(column: ColumnSpec, json: _Json) -> _Result:
     hours, minutes, seconds = (F.coalesce(_digits(g, "bigint"), F.lit(0)) for g in group[1:4])
     micros = F.coalesce(_digits(F.rpad(F.substring(group[4], 1, 6), 6, "0"), "int"), F.lit(0))
     matched = json.stage("ts_ok", F.coalesce(text.rlike(_TIMESTAMP_TEXT), F.lit(False)))
-    offset = (
-        F.when(group[5] == "Z", F.lit("+00:00"))
-        .when(F.length(group[5]) == 3, F.concat(group[5], F.lit(":00")))
-        .when(
-            F.length(group[5]) == 5,
-            F.concat(F.substring(group[5], 1, 3), F.lit(":"), F.substring(group[5], 4, 2)),
-        )
-        .otherwise(group[5])
-    )
     day = F.try_to_date(group[0], "yyyy-MM-dd")
     clock_ok = (hours < 24) & (minutes < 60) & (seconds < 60)
     local = F.try_to_timestamp(
@@ -346,14 +408,7 @@ def _timestamp(column: ColumnSpec, json: _Json) -> _Result:
         F.lit("yyyy-MM-dd HH:mm:ss.SSSSSS"),
     ).cast("timestamp_ntz")
     # A local time with an offset is the instant at UTC minus the offset.
-    offset_seconds = F.when(offset == "", F.lit(0)).otherwise(
-        (
-            _digits(F.substring(offset, 2, 2), "int") * 3600
-            + _digits(F.substring(offset, 5, 2), "int") * 60
-        )
-        * F.when(F.substring(offset, 1, 1) == "-", -1).otherwise(1)
-    )
-    utc_micros = F.unix_micros(local.cast("timestamp")) - offset_seconds.cast("bigint") * 1_000_000
+    utc_micros = F.unix_micros(local.cast("timestamp")) - _offset_micros(group[5])
     valid_text = matched & day.isNotNull() & clock_ok & (F.year(day) >= 1)
     from_text = F.when(json.is_string & valid_text, utc_micros)
     number = json.get("decimal(38,0)")
@@ -374,7 +429,16 @@ def _timestamp(column: ColumnSpec, json: _Json) -> _Result:
             F.lit("is outside the timestamp range"),
         )
     )
-    return _Result(F.when(in_range, value), problem, F.when(json.is_integer, sentinel))
+    instant = F.timestamp_micros(json.int64)
+    return _Result(
+        F.when(in_range, value),
+        problem,
+        F.when(json.is_integer, sentinel),
+        fast=(
+            json.int64.between(_MIN_MICROS, _MAX_MICROS),
+            instant.cast("timestamp_ntz") if column.pg_type == "timestamp" else instant,
+        ),
+    )
 
 
 def _json(column: ColumnSpec, json: _Json) -> _Result:
@@ -446,16 +510,17 @@ def decode_columns(
 ) -> tuple[DataFrame, dict[str, DecodedColumn]]:
     """Decode many columns: ``slots`` names the frame column holding each one's VARIANT.
 
-    Returns the frame with the decoders' intermediate columns added (two projections, so that
-    no sub-expression is copied into every place that uses it), and each column's parts.
+    Returns the frame with the decoders' intermediate columns added (one projection per
+    level, so that no sub-expression is copied into every place that uses it), and each
+    column's parts.
     """
     parts: dict[str, DecodedColumn] = {}
-    level1: dict[str, Column] = {}
-    level2: dict[str, Column] = {}
+    levels: list[dict[str, Column]] = [{}, {}, {}, {}]
     for column in columns:
         json = _Json(F.col(slots[column.name]), prefix=f"{slots[column.name]}d")
         parts[column.name] = _decoded(column, json)
-        level1.update(json.levels[0])
-        level2.update(json.levels[1])
-    staged = frame.select("*", *(e.alias(n) for n, e in level1.items()))
-    return staged.select("*", *(e.alias(n) for n, e in level2.items())), parts
+        for mine, theirs in zip(levels, json.levels, strict=True):
+            mine.update(theirs)
+    for level in levels:
+        frame = frame.select("*", *(e.alias(n) for n, e in level.items()))
+    return frame, parts

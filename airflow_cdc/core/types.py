@@ -200,6 +200,11 @@ def _time_of_day(column: ColumnSpec, value: Any) -> Decoded:
         parsed = dt.time.fromisoformat(value)
         value = ((parsed.hour * 60 + parsed.minute) * 60 + parsed.second) * 1_000_000
         value += parsed.microsecond
+        offset = parsed.utcoffset()
+        if column.pg_type == "timetz" and offset is not None:
+            # "The local time is adjusted to UTC by applying the stored timezone offset ...
+            # wrapped to the range [0, 86400000000) microseconds."
+            value = (value - offset // dt.timedelta(microseconds=1)) % MICROS_PER_DAY
     _expect(column, value, int)
     if not 0 <= value <= MICROS_PER_DAY:
         raise DecodeError(column.name, f"{value!r} µs is not a time of day")

@@ -176,3 +176,24 @@ def test_other_sources_value_forms_decode() -> None:
     assert decode(ColumnSpec("j", "json"), {"color": "red"}).value == '{"color":"red"}'
     assert decode(ColumnSpec("b", "bytea"), "\\x0a0b").value == b"\n\x0b"
     assert decode(ColumnSpec("x", "untyped"), 18).value == "18"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # The DSQL document: timetz is "microseconds since midnight, UTC", "adjusted to UTC by
+        # applying the stored timezone offset", "wrapped to the range [0, 86400000000)".
+        ("12:00:00+02:00", "10:00:00.000000+00:00"),
+        ("01:30:00+02:00", "23:30:00.000000+00:00"),
+        ("22:00:00-05:30", "03:30:00.000000+00:00"),
+        ("12:00:00Z", "12:00:00.000000+00:00"),
+        ("12:00:00.25+0100", "11:00:00.250000+00:00"),
+        ("12:00:00", "12:00:00.000000+00:00"),
+    ],
+)
+def test_timetz_text_with_an_offset_is_converted_to_utc(text: str, expected: str) -> None:
+    assert decode(ColumnSpec("t", "timetz"), text).value == expected
+
+
+def test_time_without_zone_keeps_its_wall_clock() -> None:
+    assert decode(ColumnSpec("t", "time"), "12:00:00+02:00").value == "12:00:00.000000"
