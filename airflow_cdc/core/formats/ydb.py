@@ -1,12 +1,24 @@
 """YDB changefeeds: the JSON format and the Debezium-compatible JSON format.
 
-Rules from the YDB CDC reference:
+Rules from the YDB CDC reference (the seed document, and the newer reference at
+https://ydb.tech/docs/en/concepts/cdc?version=v26.1 where it says more):
 
-* JSON: ``key`` is "an array of primary key component values. Always present"; ``update`` or
-  ``erase`` is the operation flag ("each record contains one of these fields"); "in UPDATES
-  mode, the update field ... contains the names and values of updated columns"; ``newImage``
-  and ``oldImage`` are row snapshots; the images "do not include the columns that are primary
-  key components", so key names come from the declared table.
+* JSON: ``key`` is "an array of primary key component values. Always present"; ``update``,
+  ``reset`` or ``erase`` is the operation flag: "the same record may not contain the update,
+  reset and erase fields simultaneously ... However, each record contains one of these fields
+  (any operation is either an update, a replacement, or an erase)". "In UPDATES mode, the
+  update field ... contains the names and values of updated columns"; ``newImage`` and
+  ``oldImage`` are row snapshots; the images (and ``update`` / ``reset`` in UPDATES mode) "do
+  not include the columns that are primary key components", so key names come from the
+  declared table.
+* ``reset`` (newer reference only) is the "Replacement flag. Present if a record matches the
+  replacement operation. In UPDATES mode, it also contains the names and values of the columns
+  for which a value is set"; a replacement is REPLACE INTO: "overwriting the values of the
+  specified columns, the values of the unspecified columns are replaced by their default
+  values". So in UPDATES mode it is a whole row (``partial=False``: the columns it does not
+  name are written as null), not a partial update. Beside ``newImage`` it is ``{}`` (YDB's
+  ``change_record_cdc_serializer.cpp`` fills ``reset``, like ``update``, only when the record
+  has no image) and the record is applied like an update with that image.
 * ``ts: [step, txId]`` is the virtual timestamp that orders changes; without it, "changes by
   the same primary key are delivered to the same topic partition in the order they took
   place", so the partition offset orders them.
@@ -34,6 +46,9 @@ from airflow_cdc.core.formats.common import (
 )
 from airflow_cdc.core.ordering import sequence_key
 
+# The row operations of a JSON record: exactly one of them is present.
+_OPERATIONS = ("update", "reset", "erase")
+
 
 def table_of(topic: str | None) -> TableRef:
     """A changefeed's topic is ``<table path>/<changefeed name>``: the table is its parent."""
@@ -48,8 +63,14 @@ def parse_json(message: Message) -> ChangeRecord | Control:
         step, _ = _virtual_timestamp(doc["resolved"], "resolved")
         return Control(RESOLVED, f"resolved step {step}", resolved_us=step * 1000)
     key = require(doc, "key", list)
-    if ("update" in doc) == ("erase" in doc):
-        raise RecordFormatError("unknown_operation", "a record holds exactly one of update, erase")
+    flags = [name for name in _OPERATIONS if name in doc]
+    if len(flags) != 1:
+        raise RecordFormatError(
+            "unknown_operation",
+            f"a record holds exactly one of {', '.join(_OPERATIONS)}; this one holds"
+            f" {', '.join(flags) or 'none'}",
+        )
+    operation = flags[0]
     if "ts" in doc:
         step, tx = _virtual_timestamp(doc["ts"], "ts")
         sequence, commit_us = sequence_key(step, tx), step * 1000
@@ -64,20 +85,24 @@ def parse_json(message: Message) -> ChangeRecord | Control:
         "chunked": {},
         "key": key,
     }
-    if "erase" in doc:
+    if operation == "erase":
         return ChangeRecord(op="d", before=old_image, after=None, **common)
-    update = doc["update"]
-    if not isinstance(update, dict):
-        raise RecordFormatError("invalid_image", f"update must be an object, got {kind(update)}")
+    columns = doc[operation]
+    if not isinstance(columns, dict):
+        raise RecordFormatError(
+            "invalid_image", f"{operation} must be an object, got {kind(columns)}"
+        )
     if "newImage" in doc:
         return ChangeRecord(op="u", before=old_image, after=new_image or {}, **common)
     if "oldImage" in doc:
         raise RecordFormatError(
             "no_new_image",
-            "an OLD_IMAGE changefeed's update record does not carry the row after the change",
+            f"an OLD_IMAGE changefeed's {operation} record does not carry the row after the change",
         )
-    # UPDATES mode: only the changed columns.
-    return ChangeRecord(op="u", before=None, after=update, partial=True, **common)
+    # UPDATES mode: an update names only the changed columns; a reset (REPLACE INTO) names
+    # the columns it sets, and every other column took its default.
+    partial = operation == "update"
+    return ChangeRecord(op="u", before=None, after=columns, partial=partial, **common)
 
 
 def parse_debezium(message: Message) -> ChangeRecord:
