@@ -478,9 +478,10 @@ def _parsed_row(parse: Any, row: dict[str, Any]) -> dict[str, Any]:
         return {**head, **_fields(parse(message))}
     except RecordFormatError as err:
         return {**head, "rtype": "error", "reason": err.reason, "detail": str(err)}
-    except (ValueError, OverflowError, RecursionError, TypeError) as err:
-        # The core parser's bounds (a sequence part wider than its padding...) are data errors.
-        return {**head, "rtype": "error", "reason": "invalid_record", "detail": str(err)[:1000]}
+    except RecursionError:
+        # Parsed within the limit, then nested too deep to write back as JSON text.
+        detail = "invalid_record: a value is nested too deep to write as JSON"
+        return {**head, "rtype": "error", "reason": "invalid_record", "detail": detail}
 
 
 def _fields(record: Any) -> dict[str, Any]:
@@ -501,7 +502,7 @@ def _fields(record: Any) -> dict[str, Any]:
         "table": record.table.name,
         "op": record.op,
         "sequence": record.sequence,
-        "commit_ts": _EPOCH + dt.timedelta(microseconds=record.commit_ts_us),
+        "commit_ts": _commit_ts(record.commit_ts_us),
         "before_json": _dump(record.before),
         "after_json": _dump(record.after),
         "key_json": _dump(record.key),
@@ -519,6 +520,15 @@ def _fields(record: Any) -> dict[str, Any]:
             }
         )
     return fields
+
+
+def _commit_ts(micros: int) -> dt.datetime:
+    try:
+        return _EPOCH + dt.timedelta(microseconds=micros)
+    except OverflowError:
+        raise RecordFormatError(
+            "invalid_timestamp", f"commit time {micros} µs is outside years 1-9999"
+        ) from None
 
 
 def _check_int64(value: int, name: str) -> None:

@@ -3,14 +3,19 @@
 A parser turns one delivered :class:`~airflow_cdc.core.events.Message` into a
 :class:`~airflow_cdc.core.events.ChangeRecord`, a :class:`~airflow_cdc.core.events.Fragment`
 or a :class:`~airflow_cdc.core.events.Control` message, or raises
-:class:`~airflow_cdc.core.exceptions.RecordFormatError`.
+:class:`~airflow_cdc.core.exceptions.RecordFormatError`: :func:`parser_for` gives each parser
+with the errors that a record's content can raise in Python (a number past the integer
+digit limit, a position wider than its padding, nesting past the recursion limit) turned into
+``RecordFormatError('invalid_record', ...)`` too, so that callers catch that alone.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 from airflow_cdc.core.events import ChangeRecord, Control, Fragment, Message
+from airflow_cdc.core.exceptions import RecordFormatError
 from airflow_cdc.core.formats import cockroach, debezium, dsql, ydb
 
 Parser = Callable[[Message], ChangeRecord | Fragment | Control]
@@ -28,12 +33,42 @@ PARSERS: dict[str, Parser] = {
 IN_BAND_RESOLVED = frozenset({"ydb", "cockroachdb", "cdl"})
 
 
+# Times a resolved marker may name: years 1 to 9999, in µs since the epoch.
+_MIN_MICROS, _MAX_MICROS = -62_135_596_800_000_000, 253_402_300_799_999_999
+# What a record's content can make Python raise while it is parsed.
+_CONTENT_ERRORS = (ValueError, TypeError, OverflowError, RecursionError)
+
+
 def parser_for(name: str) -> Parser:
-    """The parser of format ``name``."""
+    """The parser of format ``name``; it raises :class:`RecordFormatError` and nothing else
+    for whatever a record holds."""
     try:
-        return PARSERS[name]
+        parser = PARSERS[name]
     except KeyError:
         raise ValueError(f"format must be one of {sorted(PARSERS)}, got {name!r}") from None
+    return functools.partial(_checked, parser)
+
+
+def _checked(parser: Parser, message: Message) -> ChangeRecord | Fragment | Control:
+    try:
+        parsed = parser(message)
+    except RecordFormatError:
+        raise
+    except _CONTENT_ERRORS as err:
+        detail = f"{type(err).__name__}: {str(err)[:1000]}"
+        raise RecordFormatError("invalid_record", detail) from err
+    if isinstance(parsed, Control):
+        _check_resolved(parsed)
+    return parsed
+
+
+def _check_resolved(control: Control) -> None:
+    micros = control.resolved_us
+    if micros is not None and not _MIN_MICROS <= micros <= _MAX_MICROS:
+        raise RecordFormatError(
+            "invalid_resolved",
+            f"resolved time {micros} µs is outside years 1-9999 ({control.detail})",
+        )
 
 
 def resolved_marker(fmt: str, message: Message) -> int | None:
@@ -47,7 +82,7 @@ def resolved_marker(fmt: str, message: Message) -> int | None:
     if fmt != "cdl" and '"resolved"' not in message.value:
         return None
     try:
-        parsed = PARSERS[fmt](message)
-    except Exception:
+        parsed = parser_for(fmt)(message)
+    except RecordFormatError:
         return None
     return parsed.resolved_us if isinstance(parsed, Control) else None

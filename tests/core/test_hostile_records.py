@@ -1,0 +1,46 @@
+"""Whatever a record holds, a parser answers with a change, a control message or a
+:class:`RecordFormatError` naming the reason, never another exception (issue: one record must
+never stop a batch)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from airflow_cdc.core.events import Message
+from airflow_cdc.core.exceptions import RecordFormatError
+from airflow_cdc.core.formats import parser_for, resolved_marker
+
+HOSTILE = [
+    # A YDB virtual timestamp step wider than any sequence padding.
+    ("ydb", {"key": [1], "update": {"a": 1}, "ts": [2**70, 1]}, "invalid_record"),
+    ("ydb", {"key": [1], "update": {"a": 1}, "ts": [-5, 1]}, "missing_field"),
+    # A resolved marker whose time no calendar holds.
+    ("ydb", {"resolved": [10**19, 0]}, "invalid_resolved"),
+    ("cockroachdb", {"resolved": "1" + "0" * 25 + ".0000000000"}, "invalid_resolved"),
+    # A step given as text of more digits than Python converts to an integer.
+    ("ydb", {"key": [1], "update": {}, "ts": ["9" * 5000, 1]}, "invalid_record"),
+]
+
+
+@pytest.mark.parametrize(("fmt", "doc", "reason"), HOSTILE)
+def test_a_hostile_record_is_a_format_error(fmt: str, doc: dict[str, object], reason: str) -> None:
+    with pytest.raises(RecordFormatError) as raised:
+        parser_for(fmt)(Message(json.dumps(doc), None, "00000000000000000001", "t/feed"))
+    assert raised.value.reason == reason
+
+
+def test_a_number_literal_past_the_digit_limit_is_a_format_error() -> None:
+    text = '{"key": [1], "update": {"a": ' + "9" * 5000 + '}, "ts": [1, 1]}'
+    with pytest.raises(RecordFormatError) as raised:
+        parser_for("ydb")(Message(text, None, "00000000000000000001", "t/feed"))
+    assert raised.value.reason == "invalid_record"
+    assert "4300 digits" in str(raised.value)
+
+
+def test_landing_ignores_markers_it_cannot_place() -> None:
+    message = Message(json.dumps({"resolved": [10**19, 0]}), None, "1", "t/feed")
+    assert resolved_marker("ydb", message) is None
+    good = Message(json.dumps({"resolved": [1_767_225_600_000, 0]}), None, "1", "t/feed")
+    assert resolved_marker("ydb", good) == 1_767_225_600_000_000
