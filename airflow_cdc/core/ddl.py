@@ -7,6 +7,7 @@ only carry values (DSQL serializes each PostgreSQL type in its own way, see
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import sqlglot
@@ -92,6 +93,22 @@ def parse_tables(ddl: str, default_schema: str = "public") -> list[TableSpec]:
     return specs
 
 
+# A schema or table name that is safe as one path segment.
+PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+
+
+def _plain(table: TableRef) -> TableRef:
+    """``table``, if its schema and name can be directories of the warehouse."""
+    for part in (table.schema, table.name):
+        if not PLAIN_NAME.fullmatch(part):
+            raise DdlError(
+                f"table {table.qualified!r}: {part!r} is not a plain identifier (letters, digits"
+                " and underscores, not starting with a digit); schema and table names become"
+                " paths in the warehouse"
+            )
+    return table
+
+
 def _table_spec(statement: exp.Expr, default_schema: str) -> TableSpec:
     if not isinstance(statement, exp.Create) or statement.kind != "TABLE":
         raise DdlError(f"expected CREATE TABLE, got {statement.sql(dialect='postgres')[:80]!r}")
@@ -99,7 +116,7 @@ def _table_spec(statement: exp.Expr, default_schema: str) -> TableSpec:
     table_expr = schema_expr.this if isinstance(schema_expr, exp.Schema) else schema_expr
     if not isinstance(table_expr, exp.Table) or not isinstance(schema_expr, exp.Schema):
         raise DdlError(f"CREATE TABLE without a column list: {statement.sql()[:80]!r}")
-    table = TableRef(table_expr.db or default_schema, table_expr.name)
+    table = _plain(TableRef(table_expr.db or default_schema, table_expr.name))
     columns: list[ColumnSpec] = []
     primary_key: list[str] = []
     for item in schema_expr.expressions:

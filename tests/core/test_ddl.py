@@ -79,3 +79,18 @@ def test_several_statements() -> None:
 def test_unusable_ddl_is_rejected_clearly(ddl: str, message: str) -> None:
     with pytest.raises(DdlError, match=message):
         parse_tables(ddl)
+
+
+@pytest.mark.parametrize(
+    "ddl",
+    [
+        'CREATE TABLE "../../tmp".x (id INT PRIMARY KEY)',
+        'CREATE TABLE public."x/y" (id INT PRIMARY KEY)',
+        'CREATE TABLE public."a b" (id INT PRIMARY KEY)',
+        'CREATE TABLE public."..".t (id INT PRIMARY KEY)',
+        'CREATE TABLE "1abc".t (id INT PRIMARY KEY)',
+    ],
+)
+def test_names_that_would_leave_their_directory_are_rejected(ddl: str) -> None:
+    with pytest.raises(DdlError, match="not a plain identifier"):
+        parse_tables(ddl)
