@@ -7,13 +7,16 @@ import json
 import logging
 import os
 import re
+import time
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from delta.exceptions import DeltaConcurrentModificationException
 from delta.tables import DeltaTable
+from pyspark.errors import AnalysisException
 from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
@@ -141,10 +144,23 @@ def write_stats(path: str | None, stats: dict[str, Any]) -> None:
 
 
 def fault_point(name: str) -> None:
-    """Kill the process here when ``AIRFLOW_CDC_FAULT`` names this point (crash tests only)."""
+    """Kill the process here when ``AIRFLOW_CDC_FAULT`` names this point (crash tests only).
+
+    ``AIRFLOW_CDC_BARRIER=<point>:<directory>:<parties>`` instead holds the process here until
+    ``parties`` processes have reached the point (concurrency tests only: it makes two runs
+    race through the same step).
+    """
     if os.environ.get("AIRFLOW_CDC_FAULT") == name:
         log.error("fault injection: dying at %s", name)
         os._exit(137)
+    barrier = os.environ.get("AIRFLOW_CDC_BARRIER", "")
+    point, _, rest = barrier.partition(":")
+    if point == name and rest:
+        directory, _, parties = rest.rpartition(":")
+        Path(directory, str(os.getpid())).touch()
+        deadline = time.monotonic() + 300
+        while len(os.listdir(directory)) < int(parties) and time.monotonic() < deadline:
+            time.sleep(0.1)
 
 
 def table_exists(spark: SparkSession, path: str) -> bool:
@@ -154,13 +170,19 @@ def table_exists(spark: SparkSession, path: str) -> bool:
 def ensure_table(
     spark: SparkSession, path: str, schema: StructType, partition_by: Iterable[str] = ()
 ) -> DeltaTable:
-    """The Delta table at ``path``, created empty with ``schema`` if it does not exist yet."""
+    """The Delta table at ``path``, created empty with ``schema`` if it does not exist yet
+    (by this run or by a concurrent one)."""
     if not table_exists(spark, path):
         builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(schema)
         partitions = list(partition_by)
         if partitions:
             builder = builder.partitionedBy(*partitions)
-        builder.execute()
+        try:
+            builder.execute()
+        except (AnalysisException, DeltaConcurrentModificationException):
+            # Another run created it first (DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION).
+            if not table_exists(spark, path):
+                raise
     return DeltaTable.forPath(spark, path)
 
 
@@ -194,6 +216,21 @@ def read_text(ctx: JobContext, path: str) -> str | None:
 def delete_path(ctx: JobContext, path: str) -> None:
     target, fs = _hadoop_path(ctx, path)
     fs.delete(target, True)
+
+
+def delete_stale(ctx: JobContext, path: str, older_than: float) -> list[str]:
+    """Delete the entries of directory ``path`` last modified over ``older_than`` seconds
+    ago; the paths deleted."""
+    target, fs = _hadoop_path(ctx, path)
+    if not fs.exists(target):
+        return []
+    cutoff_ms = (time.time() - older_than) * 1000
+    deleted = []
+    for status in fs.listStatus(target):
+        if status.getModificationTime() < cutoff_ms:
+            fs.delete(status.getPath(), True)
+            deleted.append(str(status.getPath()))
+    return deleted
 
 
 def is_base64(text: Column) -> Column:

@@ -55,6 +55,7 @@ from spark_jobs.common import (
 from spark_jobs.landing import (
     Checkpoint,
     ShardTask,
+    add_landing_arguments,
     commit,
     from_micros,
     land,
@@ -401,7 +402,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument(
         "--source", required=True, type=source_name, help="name of the landed source"
     )
-    parser.add_argument("--lateness-seconds", type=float, default=300.0)
+    add_landing_arguments(parser)
     parser.add_argument("--layout", choices=LAYOUTS, default="kinesis")
     parser.add_argument(
         "--format", help="the records' format, read for in-band resolved timestamps"
@@ -420,7 +421,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         stats = land_kinesis_dumps(ctx, args.source, tasks, checkpoints, land_seq, lateness)
     else:
         reader = FileReader(args.source, args.layout, args.format)
-        stats = land(ctx, args.source, tasks, reader, checkpoints, land_seq, lateness)
+        stats = land(
+            ctx,
+            args.source,
+            tasks,
+            reader,
+            checkpoints,
+            land_seq,
+            lateness,
+            args.stale_staging_seconds,
+        )
     write_stats(args.stats_file, stats)
     return stats
 

@@ -28,6 +28,7 @@ from airflow_cdc.core.ordering import pad_decimal
 from spark_jobs.common import base_parser, log, start, write_stats
 from spark_jobs.landing import (
     ShardTask,
+    add_landing_arguments,
     from_micros,
     land,
     lateness_us,
@@ -202,7 +203,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--topic", action="append", required=True, help="repeat for several")
     parser.add_argument("--source", help="name of the landed source (default: the first topic)")
     parser.add_argument("--format", help="the records' format, read for in-band markers")
-    parser.add_argument("--lateness-seconds", type=float, default=300.0)
+    add_landing_arguments(parser)
     parser.add_argument("--max-records-per-partition", type=int, default=1_000_000)
     args = parser.parse_args(argv)
     source = args.source or args.topic[0]
@@ -223,7 +224,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         args.max_records_per_partition,
     )
     lateness = lateness_us(args.format, args.lateness_seconds)
-    stats = land(ctx, source, tasks, reader, checkpoints, land_seq, lateness)
+    stats = land(
+        ctx, source, tasks, reader, checkpoints, land_seq, lateness, args.stale_staging_seconds
+    )
     write_stats(args.stats_file, stats)
     return stats
 

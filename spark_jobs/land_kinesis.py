@@ -15,7 +15,14 @@ from typing import Any
 
 from airflow_cdc.core.ordering import kinesis_sequence_key
 from spark_jobs.common import base_parser, start, write_stats
-from spark_jobs.landing import ShardTask, land, load_checkpoints, progress_row, record_row
+from spark_jobs.landing import (
+    ShardTask,
+    add_landing_arguments,
+    land,
+    load_checkpoints,
+    progress_row,
+    record_row,
+)
 
 JOB_NAME = "land_kinesis"
 JOB_VERSION = "1.0.0"
@@ -147,7 +154,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--endpoint-url", help="Kinesis endpoint; AWS itself when omitted")
     parser.add_argument("--region", default="us-east-1")
     parser.add_argument("--max-records-per-shard", type=int, default=1_000_000)
-    parser.add_argument("--lateness-seconds", type=float, default=300.0)
+    add_landing_arguments(parser)
     args = parser.parse_args(argv)
     ctx = start(JOB_NAME, JOB_VERSION, args)
     source = args.source or args.stream
@@ -157,7 +164,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     checkpoints, land_seq = load_checkpoints(ctx, source)
     tasks = shard_tasks(list_shards(reader.client(), args.stream), checkpoints)
     stats = land(
-        ctx, source, tasks, reader, checkpoints, land_seq, int(args.lateness_seconds * 1_000_000)
+        ctx,
+        source,
+        tasks,
+        reader,
+        checkpoints,
+        land_seq,
+        int(args.lateness_seconds * 1_000_000),
+        args.stale_staging_seconds,
     )
     write_stats(args.stats_file, stats)
     return stats

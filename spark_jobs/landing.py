@@ -12,6 +12,7 @@ same checkpoint cannot both land the same records.
 
 from __future__ import annotations
 
+import argparse
 import datetime as dt
 import json
 import uuid
@@ -19,6 +20,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
+from delta.exceptions import DeltaConcurrentModificationException
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -30,6 +32,7 @@ from spark_jobs.common import (
     RECORD,
     JobContext,
     delete_path,
+    delete_stale,
     ensure_table,
     fault_point,
     log,
@@ -39,6 +42,8 @@ from spark_jobs.common import (
 )
 
 MAX_WAVES = 32
+# A landing run's staging directory older than this belongs to a run that died.
+STALE_STAGING_SECONDS = 24 * 3600.0
 
 
 @dataclass(frozen=True)
@@ -107,11 +112,16 @@ def land(
     checkpoints: dict[str, Checkpoint],
     land_seq: int,
     lateness_us: int,
+    stale_after: float = STALE_STAGING_SECONDS,
 ) -> dict[str, Any]:
-    """Read ``tasks`` (parents before children), then commit records and progress at once."""
+    """Read ``tasks`` (parents before children), then commit records and progress at once.
+
+    ``stale_after``: seconds after which another run's staging directory is taken for the
+    leftovers of a run that died, and deleted."""
     run = run_name(ctx)
-    # What a crashed run of this source left behind was never committed: drop it.
-    delete_path(ctx, ctx.warehouse.staging(source))
+    # What a crashed run of this source left behind was never committed: drop it (a run
+    # under way at the same time keeps its own).
+    delete_stale(ctx, ctx.warehouse.staging(source), stale_after)
     staging = ctx.warehouse.staging(source, uuid.uuid4().hex)
     finished = {s for s, c in checkpoints.items() if c.closed}
     progress = dict(checkpoints)
@@ -170,15 +180,32 @@ def commit(
         checkpoint = _progress_rows(ctx, source, progress, land_seq, run)
         fault_point("land:before_commit")
         ensure_table(ctx.spark, ctx.warehouse.raw, RAW_SCHEMA, ["source", "batch_id"])
-        (
-            records.unionByName(checkpoint)
-            .write.format("delta")
-            .mode("append")
-            .option("txnAppId", f"land:{source}")
-            .option("txnVersion", land_seq)
-            .save(ctx.warehouse.raw)
-        )
+        try:
+            (
+                records.unionByName(checkpoint)
+                .write.format("delta")
+                .mode("append")
+                .option("txnAppId", f"land:{source}")
+                .option("txnVersion", land_seq)
+                .save(ctx.warehouse.raw)
+            )
+        except DeltaConcurrentModificationException:
+            if not _landed_by_another(ctx, source, land_seq, run):
+                raise
         fault_point("land:after_commit")
+        if _landed_by_another(ctx, source, land_seq, run):
+            # A concurrent run of the source committed this landing sequence first (Delta
+            # skipped or refused this run's append): it owns the batch and the state file.
+            log.warning("landing run %s of %s lost to a concurrent run: no-op", run, source)
+            return {
+                "job": ctx.job,
+                "source": source,
+                "batch_id": ctx.batch_id,
+                "landed": 0,
+                "land_seq": land_seq,
+                "skipped": f"a concurrent landing run of {source} committed land_seq"
+                f" {land_seq} first; this run changed nothing",
+            }
     state = {
         "source": source,
         "resolved_ts": _iso(resolved),
@@ -205,6 +232,36 @@ def commit(
         "resolved_ts": _iso(resolved),
         "land_seq": land_seq,
     }
+
+
+def _landed_by_another(ctx: JobContext, source: str, land_seq: int, run: str) -> bool:
+    """Whether the raw table holds ``land_seq`` of ``source`` from a run other than ``run``
+    (of any batch: the files of other landing sequences are skipped by their statistics)."""
+    rows = (
+        ctx.spark.read.format("delta")
+        .load(ctx.warehouse.raw)
+        .where((F.col("source") == source) & (F.col("land_seq") == land_seq))
+        .select((F.col("land_run") == run).alias("mine"))
+        .distinct()
+        .collect()
+    )
+    return bool(rows) and not any(r["mine"] for r in rows)
+
+
+def add_landing_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options every landing job takes."""
+    parser.add_argument(
+        "--lateness-seconds",
+        type=float,
+        default=300.0,
+        help="how late a change may still arrive after the newest one seen on its shard",
+    )
+    parser.add_argument(
+        "--stale-staging-seconds",
+        type=float,
+        default=STALE_STAGING_SECONDS,
+        help="age after which another run's staging directory is deleted as a dead run's",
+    )
 
 
 def run_name(ctx: JobContext) -> str:
