@@ -14,7 +14,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from delta.exceptions import DeltaConcurrentModificationException
+from delta.exceptions import (
+    ConcurrentAppendException,
+    ConcurrentDeleteDeleteException,
+    ConcurrentDeleteReadException,
+    ConcurrentTransactionException,
+    ConcurrentWriteException,
+    DeltaConcurrentModificationException,
+    MetadataChangedException,
+    ProtocolChangedException,
+)
 from delta.tables import DeltaTable
 from pyspark.errors import AnalysisException
 from pyspark.sql import Column, SparkSession
@@ -35,6 +44,18 @@ RAW_SCHEMA = struct(
     " land_seq BIGINT, batch_id STRING, land_run STRING"
 )
 RECORD = "record"
+# What a Delta commit raises when a concurrent writer committed first (delta-spark's Python
+# classes do not share a base).
+COMMIT_CONFLICTS = (
+    DeltaConcurrentModificationException,
+    ConcurrentWriteException,
+    MetadataChangedException,
+    ProtocolChangedException,
+    ConcurrentAppendException,
+    ConcurrentDeleteReadException,
+    ConcurrentDeleteDeleteException,
+    ConcurrentTransactionException,
+)
 BATCH_ID = re.compile(r"[A-Za-z0-9_.:+\-]{1,64}")
 
 PROGRESS = "progress"
@@ -179,7 +200,7 @@ def ensure_table(
             builder = builder.partitionedBy(*partitions)
         try:
             builder.execute()
-        except (AnalysisException, DeltaConcurrentModificationException):
+        except (AnalysisException, *COMMIT_CONFLICTS):
             # Another run created it first (DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION).
             if not table_exists(spark, path):
                 raise

@@ -20,13 +20,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
-from delta.exceptions import DeltaConcurrentModificationException
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from airflow_cdc.core.formats import IN_BAND_RESOLVED
 from airflow_cdc.core.resolved import ShardProgress, resolved_timestamp
 from spark_jobs.common import (
+    COMMIT_CONFLICTS,
     PROGRESS,
     RAW_SCHEMA,
     RECORD,
@@ -189,7 +189,7 @@ def commit(
                 .option("txnVersion", land_seq)
                 .save(ctx.warehouse.raw)
             )
-        except DeltaConcurrentModificationException:
+        except COMMIT_CONFLICTS:
             if not _landed_by_another(ctx, source, land_seq, run):
                 raise
         fault_point("land:after_commit")
