@@ -26,6 +26,7 @@ from pyspark.sql import functions as F
 from airflow_cdc.core.events import ChangeRecord, Control, Fragment, Message
 from airflow_cdc.core.exceptions import RecordFormatError
 from airflow_cdc.core.formats import parser_for
+from airflow_cdc.core.formats.dsql import MAX_FRAGMENTS
 from spark_jobs.schemas import struct
 
 IMAGE = "MAP<STRING, VARIANT>"
@@ -248,10 +249,21 @@ def _dsql_error(f: _Fields) -> Column:
             )
             .when(~f.is_integer(total), _error("missing_field", "total_fragments must be int"))
             .when(
-                (number(total) < 1) | (number(total) > int64_max),
+                number(total) < 1,
                 _error(
                     "invalid_chunked",
                     F.concat(F.lit(f"chunked.{image}.total_fragments="), f.text(total)),
+                ),
+            )
+            .when(
+                number(total) > MAX_FRAGMENTS,
+                _error(
+                    "invalid_chunked",
+                    F.concat(
+                        F.lit(f"chunked.{image}.total_fragments="),
+                        f.text(total),
+                        F.lit(f" is over {MAX_FRAGMENTS}"),
+                    ),
                 ),
             )
             .when(
@@ -340,10 +352,14 @@ def _dsql_error(f: _Fields) -> Column:
             ),
         ),
         F.when(
-            index > int64_max,
+            index >= MAX_FRAGMENTS,
             _error(
                 "invalid_fragment",
-                F.concat(F.lit("index "), f.text("index"), F.lit(" does not fit 64 bits")),
+                F.concat(
+                    F.lit("index "),
+                    f.text("index"),
+                    F.lit(f" is past the largest set ({MAX_FRAGMENTS})"),
+                ),
             ),
         ),
         F.when(~f.is_string("data"), _error("missing_field", "data must be str")),

@@ -46,6 +46,18 @@ SETTLED_SCHEMA = struct(
     " members ARRAY<STRUCT<record_id: STRING, batch_id: STRING>>"
 )
 _IMAGES = ("before", "after")
+# What makes two chunked records one record delivered twice rather than two records.
+_IDENTITY = (
+    *("sequence", "schema", "table", "op"),
+    *(
+        "before_chunk_id",
+        "before_total",
+        "before_crc",
+        "after_chunk_id",
+        "after_total",
+        "after_crc",
+    ),
+)
 
 
 @dataclass
@@ -102,14 +114,36 @@ def stream_time(*frames: DataFrame) -> dt.datetime | None:
 
 
 def settle_sets(buffered: DataFrame, now: dt.datetime | None, max_age: dt.timedelta) -> Settlement:
-    """Settle every buffered chunked record (``STATE_SCHEMA`` rows) against its fragments."""
-    same_chunks = Window.partitionBy(
-        F.coalesce("before_chunk_id", F.lit("")), F.coalesce("after_chunk_id", F.lit(""))
-    ).orderBy(F.when(F.col("state") == OPEN, 1).otherwise(0), "record_id")
+    """Settle every buffered chunked record (``STATE_SCHEMA`` rows) against its fragments.
+
+    A chunk id names one record: the same record again (same commit, table, op and chunk
+    references) is a redelivery; a different record under the same chunk ids is a conflict,
+    and every open record and fragment of those chunk ids is quarantined (an earlier set that
+    was applied stays applied)."""
+    chunk_ids = (F.coalesce("before_chunk_id", F.lit("")), F.coalesce("after_chunk_id", F.lit("")))
+    same_chunks = Window.partitionBy(*chunk_ids).orderBy(
+        F.when(F.col("state") == OPEN, 1).otherwise(0), "record_id"
+    )
+    identity = F.concat_ws(
+        "|", *[F.coalesce(F.col(c).cast("string"), F.lit("")) for c in _IDENTITY]
+    )
     mains = buffered.where(F.col("rtype") == "chunked")
-    ranked = mains.withColumn("rank", F.row_number().over(same_chunks)).localCheckpoint()
-    fragments = buffered.where((F.col("rtype") == "fragment") & (F.col("state") == OPEN))
+    ranked = (
+        mains.withColumn("rank", F.row_number().over(same_chunks))
+        .withColumn(
+            "_versions", F.size(F.collect_set(identity).over(Window.partitionBy(*chunk_ids)))
+        )
+        .localCheckpoint()
+    )
     is_open = F.col("state") == OPEN
+    conflicted = ranked.where(is_open & (F.col("_versions") > 1))
+    ranked = ranked.where(~is_open | (F.col("_versions") == 1)).drop("_versions")
+    fragments = buffered.where((F.col("rtype") == "fragment") & (F.col("state") == OPEN))
+    conflicted_ids = conflicted.select(
+        F.explode(F.array("before_chunk_id", "after_chunk_id")).alias("chunk_id")
+    ).where(F.col("chunk_id").isNotNull())
+    conflicted_fragments = fragments.join(conflicted_ids, "chunk_id", "left_semi")
+    fragments = fragments.join(conflicted_ids, "chunk_id", "left_anti")
     duplicates = ranked.where((F.col("rank") > 1) & is_open)
     candidates = ranked.where((F.col("rank") == 1) & is_open).drop("rank")
     settled = _assemble_sets(candidates, fragments, now, max_age)
@@ -136,7 +170,32 @@ def settle_sets(buffered: DataFrame, now: dt.datetime | None, max_age: dt.timede
         ),
     ]
     failed_members = _members(failed, "members").join(payloads, "record_id")
-    quarantined = [failed_members.select("record_id", "batch_id", "reason", "detail", "payload")]
+    quarantined = [
+        failed_members.select("record_id", "batch_id", "reason", "detail", "payload"),
+        union_all(
+            [
+                conflicted.select(
+                    "record_id",
+                    "batch_id",
+                    "payload",
+                    F.concat_ws(", ", "before_chunk_id", "after_chunk_id").alias("ids"),
+                ),
+                conflicted_fragments.select(
+                    "record_id", "batch_id", "payload", F.col("chunk_id").alias("ids")
+                ),
+            ]
+        ).select(
+            "record_id",
+            "batch_id",
+            F.lit("chunk_id_conflict").alias("reason"),
+            F.concat(
+                F.lit("chunk_id "),
+                F.col("ids"),
+                F.lit(" is shared by different chunked records (a redelivery is the same record)"),
+            ).alias("detail"),
+            "payload",
+        ),
+    ]
 
     settled_ids = union_all(
         [

@@ -108,3 +108,23 @@ def test_unicode_values_survive() -> None:
     record = parse_record(json.dumps(doc, ensure_ascii=False))
     assert not isinstance(record, Fragment)
     assert record.after is not None and record.after["note"] == "zürich 東京 🚀"
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        (
+            CHUNKED.replace('"total_fragments": 3', '"total_fragments": 10000000'),
+            "invalid_chunked",
+        ),
+        ('{"type": "fragment", "chunk_id": "c", "index": 10000, "data": "x"}', "invalid_fragment"),
+    ],
+)
+def test_fragment_sets_are_bounded(text: str, reason: str) -> None:
+    assert '"total_fragments": 3' in CHUNKED
+    with pytest.raises(RecordFormatError) as raised:
+        parse_record(text)
+    assert raised.value.reason == reason
+    # The largest set there may be is still a set.
+    largest = CHUNKED.replace('"total_fragments": 3', '"total_fragments": 10000')
+    assert parse_record(largest).chunked["after"].total_fragments == 10_000

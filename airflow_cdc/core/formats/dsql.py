@@ -51,11 +51,21 @@ def parse_record(text: str) -> ChangeRecord | Fragment:
     )
 
 
+# The most fragments one image may have. A Kinesis record holds up to 1 MiB and a DSQL row far
+# less than this many of them; a larger count is a bad record, and buffering for it would hold
+# every later fragment of its chunk_id until the set expires.
+MAX_FRAGMENTS = 10_000
+
+
 def _parse_fragment(doc: dict[str, Any]) -> Fragment:
     chunk_id = _require(doc, "chunk_id", str)
     index = _require(doc, "index", int)
     if index < 0:
         raise RecordFormatError("invalid_fragment", f"index {index!r} is negative")
+    if index >= MAX_FRAGMENTS:
+        raise RecordFormatError(
+            "invalid_fragment", f"index {index} is past the largest set ({MAX_FRAGMENTS})"
+        )
     return Fragment(chunk_id=chunk_id, index=index, data=_require(doc, "data", str))
 
 
@@ -98,6 +108,11 @@ def _chunk_refs(doc: dict[str, Any]) -> dict[str, ChunkRef]:
         total = _require(entry, "total_fragments", int)
         if total < 1:
             raise RecordFormatError("invalid_chunked", f"chunked.{name}.total_fragments={total}")
+        if total > MAX_FRAGMENTS:
+            raise RecordFormatError(
+                "invalid_chunked",
+                f"chunked.{name}.total_fragments={total} is over {MAX_FRAGMENTS}",
+            )
         refs[name] = ChunkRef(
             chunk_id=_require(entry, "chunk_id", str),
             total_fragments=total,

@@ -1,0 +1,110 @@
+"""A chunk id names one record: two different chunked records under one chunk id are a
+conflict, and both (with every fragment of the chunk id) are quarantined; the same record
+delivered twice is one record and a duplicate (DSQL: "A chunk_id is stable across
+retries")."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_cdc.demo.dsql_stream import write_ndjson
+from spark_jobs.ledger import current_status
+from tests.spark.pipeline import land_dump, process
+
+pytestmark = pytest.mark.spark
+DDL = "CREATE TABLE public.accounts (id BIGINT PRIMARY KEY, name TEXT);"
+BASE_NS = 1_767_225_600_000_000_000
+
+
+def source(ts_ns: int) -> dict[str, Any]:
+    return {
+        "version": "1.0",
+        "ts_ms": ts_ns // 1_000_000,
+        "ts_ns": ts_ns,
+        "txId": "tx",
+        "schema": "public",
+        "table": "accounts",
+        "db": "postgres",
+        "cluster": "c1",
+    }
+
+
+def chunked(ts_ns: int, chunk_id: str) -> str:
+    """A chunked insert whose after image is in fragments (the document's example shape)."""
+    return json.dumps(
+        {
+            "type": "chunked",
+            "op": "c",
+            "before": None,
+            "after": None,
+            "source": source(ts_ns),
+            "chunked": {"after": {"chunk_id": chunk_id, "total_fragments": 2, "crc32c": "1"}},
+            "ts_ms": ts_ns // 1_000_000,
+            "ts_ns": ts_ns,
+        }
+    )
+
+
+def fragment(chunk_id: str, index: int, data: str) -> str:
+    return json.dumps({"type": "fragment", "chunk_id": chunk_id, "index": index, "data": data})
+
+
+def full(ident: int, ts_ns: int) -> str:
+    return json.dumps(
+        {
+            "type": "full",
+            "op": "c",
+            "before": None,
+            "after": {"id": ident, "name": f"n{ident}"},
+            "source": source(ts_ns),
+            "ts_ms": ts_ns // 1_000_000,
+            "ts_ns": ts_ns,
+        }
+    )
+
+
+def test_two_records_under_one_chunk_id_are_quarantined(spark: Any, tmp_path: Path) -> None:
+    deliveries = [
+        chunked(BASE_NS + 1, "shared"),
+        chunked(BASE_NS + 2, "shared"),  # another record under the same chunk id
+        fragment("shared", 0, '{"id": 1, '),
+        fragment("shared", 1, '"name": "x"}'),
+        full(7, BASE_NS + 3),
+    ]
+    write_ndjson(deliveries, str(tmp_path / "dump"), files=1)
+    warehouse = str(tmp_path / "warehouse")
+    land_dump(warehouse, str(tmp_path / "dump"), "b1")
+    stats = process(warehouse, "b1", ddl=DDL)
+
+    table = spark.read.format("delta").load(f"{warehouse}/public/accounts")
+    assert [r["id"] for r in table.collect()] == [7]
+    quarantine = spark.read.format("delta").load(f"{warehouse}/_cdc/quarantine").collect()
+    assert len(quarantine) == 4
+    assert {r["reason"] for r in quarantine} == {"chunk_id_conflict"}
+    assert all(r["payload"] and "shared" in r["detail"] for r in quarantine)
+    accounting = stats["apply"]["accounting"]
+    assert accounting["quarantined"] == 4 and accounting["applied"] == 1
+    assert accounting["pending"] == 0 and accounting["duplicate"] == 0
+    # Nothing of the conflict is left open for the next batch.
+    pending = spark.read.format("delta").load(f"{warehouse}/_cdc/pending")
+    assert pending.where("state = 'open'").count() == 0
+
+
+def test_the_same_chunked_record_twice_is_a_duplicate(spark: Any, tmp_path: Path) -> None:
+    record = chunked(BASE_NS + 1, "again")
+    deliveries = [record, record, fragment("again", 0, '{"id": 1, ')]
+    write_ndjson(deliveries, str(tmp_path / "dump"), files=1)
+    warehouse = str(tmp_path / "warehouse")
+    land_dump(warehouse, str(tmp_path / "dump"), "b1")
+    stats = process(warehouse, "b1", ddl=DDL)
+
+    accounting = stats["apply"]["accounting"]
+    # One record waits for its second fragment; its redelivery is a duplicate.
+    assert accounting["duplicate"] == 1 and accounting["quarantined"] == 0
+    assert accounting["pending"] == 2
+    ledger = spark.read.format("delta").load(f"{warehouse}/_cdc/ledger")
+    assert current_status(ledger).where("status = 'duplicate'").count() == 1
