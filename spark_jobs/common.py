@@ -9,7 +9,6 @@ import os
 import re
 import time
 import uuid
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,10 +24,8 @@ from delta.exceptions import (
     ProtocolChangedException,
 )
 from delta.tables import DeltaTable
-from pyspark.errors import AnalysisException
 from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructType
 
 from airflow_cdc.core.events import TableRef
 from airflow_cdc.jobs import check_source, resolved_state_path
@@ -186,25 +183,6 @@ def fault_point(name: str) -> None:
 
 def table_exists(spark: SparkSession, path: str) -> bool:
     return DeltaTable.isDeltaTable(spark, path)
-
-
-def ensure_table(
-    spark: SparkSession, path: str, schema: StructType, partition_by: Iterable[str] = ()
-) -> DeltaTable:
-    """The Delta table at ``path``, created empty with ``schema`` if it does not exist yet
-    (by this run or by a concurrent one)."""
-    if not table_exists(spark, path):
-        builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(schema)
-        partitions = list(partition_by)
-        if partitions:
-            builder = builder.partitionedBy(*partitions)
-        try:
-            builder.execute()
-        except (AnalysisException, *COMMIT_CONFLICTS):
-            # Another run created it first (DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION).
-            if not table_exists(spark, path):
-                raise
-    return DeltaTable.forPath(spark, path)
 
 
 def _hadoop_path(ctx: JobContext, path: str) -> Any:

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
+from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -33,7 +34,6 @@ from spark_jobs.common import (
     JobContext,
     delete_path,
     delete_stale,
-    ensure_table,
     fault_point,
     log,
     read_text,
@@ -179,12 +179,15 @@ def commit(
         # the whole checkpoint (a shard read without a new marker keeps its horizon).
         checkpoint = _progress_rows(ctx, source, progress, land_seq, run)
         fault_point("land:before_commit")
-        ensure_table(ctx.spark, ctx.warehouse.raw, RAW_SCHEMA, ["source", "batch_id"])
         try:
+            # The first append creates the table: two runs racing to create it conflict on
+            # its first commit like any other (no separate CREATE to race on).
             (
                 records.unionByName(checkpoint)
+                .select(*RAW_SCHEMA.fieldNames())
                 .write.format("delta")
                 .mode("append")
+                .partitionBy("source", "batch_id")
                 .option("txnAppId", f"land:{source}")
                 .option("txnVersion", land_seq)
                 .save(ctx.warehouse.raw)
@@ -237,10 +240,14 @@ def commit(
 def _landed_by_another(ctx: JobContext, source: str, land_seq: int, run: str) -> bool:
     """Whether the raw table holds ``land_seq`` of ``source`` from a run other than ``run``
     (of any batch: the files of other landing sequences are skipped by their statistics)."""
+    try:
+        # Read, not isDeltaTable(): that may answer from a snapshot taken before the commit
+        # of a concurrent run that created the table.
+        raw = ctx.spark.read.format("delta").load(ctx.warehouse.raw)
+    except AnalysisException:
+        return False
     rows = (
-        ctx.spark.read.format("delta")
-        .load(ctx.warehouse.raw)
-        .where((F.col("source") == source) & (F.col("land_seq") == land_seq))
+        raw.where((F.col("source") == source) & (F.col("land_seq") == land_seq))
         .select((F.col("land_run") == run).alias("mine"))
         .distinct()
         .collect()
