@@ -40,6 +40,11 @@ _TEXT_DDL = (
     " after_chunk_id STRING, after_total BIGINT, after_crc BIGINT"
 )
 TEXT_SCHEMA = struct(_TEXT_DDL)
+# A chunked record's references to the fragments of its images.
+CHUNK_REFS = (
+    *("before_chunk_id", "before_total", "before_crc"),
+    *("after_chunk_id", "after_total", "after_crc"),
+)
 # What parse_records returns: the raw payload, and the images and key parsed.
 PARSED_COLUMNS = [
     "record_id",
@@ -62,12 +67,7 @@ PARSED_COLUMNS = [
     "key",
     "partial",
     "types_json",
-    "before_chunk_id",
-    "before_total",
-    "before_crc",
-    "after_chunk_id",
-    "after_total",
-    "after_crc",
+    *CHUNK_REFS,
 ]
 RAW_COLUMNS = (
     "record_id",

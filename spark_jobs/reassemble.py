@@ -27,7 +27,7 @@ from pyspark.sql import functions as F
 from airflow_cdc.core.events import ChunkRef, Fragment
 from airflow_cdc.core.reassembly import COMPLETE, FAILED, assemble
 from spark_jobs.ledger import DUPLICATE, PENDING, union_all
-from spark_jobs.parse import IMAGE, PARSED_COLUMNS
+from spark_jobs.parse import CHUNK_REFS, IMAGE, PARSED_COLUMNS
 from spark_jobs.schemas import struct
 
 OPEN = "open"
@@ -47,17 +47,7 @@ SETTLED_SCHEMA = struct(
 )
 _IMAGES = ("before", "after")
 # What makes two chunked records one record delivered twice rather than two records.
-_IDENTITY = (
-    *("sequence", "schema", "table", "op"),
-    *(
-        "before_chunk_id",
-        "before_total",
-        "before_crc",
-        "after_chunk_id",
-        "after_total",
-        "after_crc",
-    ),
-)
+_IDENTITY = ("sequence", "schema", "table", "op", *CHUNK_REFS)
 
 
 @dataclass
