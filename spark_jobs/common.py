@@ -217,16 +217,23 @@ def delete_path(ctx: JobContext, path: str) -> None:
     fs.delete(target, True)
 
 
+def dated_name() -> str:
+    """A unique directory name that carries its creation time: ``<epoch seconds>-<hex>``
+    (object stores report no modification time for directories)."""
+    return f"{int(time.time())}-{uuid.uuid4().hex}"
+
+
 def delete_stale(ctx: JobContext, path: str, older_than: float) -> list[str]:
-    """Delete the entries of directory ``path`` last modified over ``older_than`` seconds
-    ago; the paths deleted."""
+    """Delete the entries of directory ``path`` whose :func:`dated_name` is over
+    ``older_than`` seconds old (or that carry no date); the paths deleted."""
     target, fs = _hadoop_path(ctx, path)
     if not fs.exists(target):
         return []
-    cutoff_ms = (time.time() - older_than) * 1000
+    cutoff = time.time() - older_than
     deleted = []
     for status in fs.listStatus(target):
-        if status.getModificationTime() < cutoff_ms:
+        created, _, _ = status.getPath().getName().partition("-")
+        if not created.isdigit() or int(created) < cutoff:
             fs.delete(status.getPath(), True)
             deleted.append(str(status.getPath()))
     return deleted

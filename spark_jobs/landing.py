@@ -32,6 +32,7 @@ from spark_jobs.common import (
     RAW_SCHEMA,
     RECORD,
     JobContext,
+    dated_name,
     delete_path,
     delete_stale,
     fault_point,
@@ -122,7 +123,7 @@ def land(
     # What a crashed run of this source left behind was never committed: drop it (a run
     # under way at the same time keeps its own).
     delete_stale(ctx, ctx.warehouse.staging(source), stale_after)
-    staging = ctx.warehouse.staging(source, uuid.uuid4().hex)
+    staging = ctx.warehouse.staging(source, dated_name())
     finished = {s for s, c in checkpoints.items() if c.closed}
     progress = dict(checkpoints)
     waiting = [t for t in tasks if t.reopen or t.shard_id not in finished]
@@ -179,22 +180,26 @@ def commit(
         # the whole checkpoint (a shard read without a new marker keeps its horizon).
         checkpoint = _progress_rows(ctx, source, progress, land_seq, run)
         fault_point("land:before_commit")
-        try:
-            # The first append creates the table: two runs racing to create it conflict on
-            # its first commit like any other (no separate CREATE to race on).
-            (
-                records.unionByName(checkpoint)
-                .select(*RAW_SCHEMA.fieldNames())
-                .write.format("delta")
-                .mode("append")
-                .partitionBy("source", "batch_id")
-                .option("txnAppId", f"land:{source}")
-                .option("txnVersion", land_seq)
-                .save(ctx.warehouse.raw)
-            )
-        except COMMIT_CONFLICTS:
-            if not _landed_by_another(ctx, source, land_seq, run):
-                raise
+        rows = records.unionByName(checkpoint).select(*RAW_SCHEMA.fieldNames())
+        for attempt in (1, 2):
+            try:
+                # The first append creates the table: two runs racing to create it conflict
+                # on its first commit like any other (no separate CREATE to race on).
+                (
+                    rows.write.format("delta")
+                    .mode("append")
+                    .partitionBy("source", "batch_id")
+                    .option("txnAppId", f"land:{source}")
+                    .option("txnVersion", land_seq)
+                    .save(ctx.warehouse.raw)
+                )
+                break
+            except COMMIT_CONFLICTS:
+                if _landed_by_another(ctx, source, land_seq, run):
+                    break
+                if attempt == 2:
+                    raise
+                # Another source's run committed first (both creating the table): again.
         fault_point("land:after_commit")
         if _landed_by_another(ctx, source, land_seq, run):
             # A concurrent run of the source committed this landing sequence first (Delta

@@ -118,16 +118,32 @@ def settle_sets(buffered: DataFrame, now: dt.datetime | None, max_age: dt.timede
         "|", *[F.coalesce(F.col(c).cast("string"), F.lit("")) for c in _IDENTITY]
     )
     mains = buffered.where(F.col("rtype") == "chunked")
+    # Each chunk id on its own: records that share either of their chunk ids conflict.
+    by_chunk = mains.select(
+        "record_id",
+        identity.alias("_identity"),
+        F.explode(F.array("before_chunk_id", "after_chunk_id")).alias("_chunk"),
+    ).where(F.col("_chunk").isNotNull())
+    shared = (
+        by_chunk.groupBy("_chunk")
+        .agg(F.count_distinct("_identity").alias("_versions"))
+        .where(F.col("_versions") > 1)
+    )
+    in_conflict = (
+        by_chunk.join(shared, "_chunk", "left_semi")
+        .select("record_id")
+        .distinct()
+        .withColumn("_conflict", F.lit(True))
+    )
     ranked = (
         mains.withColumn("rank", F.row_number().over(same_chunks))
-        .withColumn(
-            "_versions", F.size(F.collect_set(identity).over(Window.partitionBy(*chunk_ids)))
-        )
+        .join(in_conflict, "record_id", "left")
         .localCheckpoint()
     )
     is_open = F.col("state") == OPEN
-    conflicted = ranked.where(is_open & (F.col("_versions") > 1))
-    ranked = ranked.where(~is_open | (F.col("_versions") == 1)).drop("_versions")
+    conflict = F.coalesce(F.col("_conflict"), F.lit(False))
+    conflicted = ranked.where(is_open & conflict)
+    ranked = ranked.where(~is_open | ~conflict).drop("_conflict")
     fragments = buffered.where((F.col("rtype") == "fragment") & (F.col("state") == OPEN))
     conflicted_ids = conflicted.select(
         F.explode(F.array("before_chunk_id", "after_chunk_id")).alias("chunk_id")

@@ -327,6 +327,7 @@ def _time_of_day(column: ColumnSpec, json: _Json) -> _Result:
         & (hours < 24)
         & (minutes < 60)
         & (seconds < 60)
+        & _offset_ok(group[4])
     )
     micros = F.when(json.is_string & valid_text, _clock_micros(hours, minutes, seconds, group[3]))
     if column.pg_type == "timetz":
@@ -364,6 +365,15 @@ def _time_of_day(column: ColumnSpec, json: _Json) -> _Result:
         problem,
         fast=(of_day, F.concat(fast_clock, F.lit(suffix))),
     )
+
+
+def _offset_ok(zone: Column) -> Column:
+    """Whether a UTC offset as written after an ISO time is one (under 24 hours, minutes
+    under 60), or there is none."""
+    digits = F.regexp_replace(zone, "[^0-9]", "")
+    hours = _digits(F.substring(digits, 1, 2), "int")
+    minutes = F.coalesce(_digits(F.substring(digits, 3, 2), "int"), F.lit(0))
+    return F.coalesce(zone.isin("", "Z") | ((hours < 24) & (minutes < 60)), F.lit(True))
 
 
 def _offset_micros(zone: Column) -> Column:
@@ -409,7 +419,7 @@ def _timestamp(column: ColumnSpec, json: _Json) -> _Result:
     ).cast("timestamp_ntz")
     # A local time with an offset is the instant at UTC minus the offset.
     utc_micros = F.unix_micros(local.cast("timestamp")) - _offset_micros(group[5])
-    valid_text = matched & day.isNotNull() & clock_ok & (F.year(day) >= 1)
+    valid_text = matched & day.isNotNull() & clock_ok & (F.year(day) >= 1) & _offset_ok(group[5])
     from_text = F.when(json.is_string & valid_text, utc_micros)
     number = json.get("decimal(38,0)")
     sentinel = F.when(number == TIMESTAMP_POS_INFINITY, F.lit("infinity")).when(

@@ -44,3 +44,27 @@ def test_landing_ignores_markers_it_cannot_place() -> None:
     assert resolved_marker("ydb", message) is None
     good = Message(json.dumps({"resolved": [1_767_225_600_000, 0]}), None, "1", "t/feed")
     assert resolved_marker("ydb", good) == 1_767_225_600_000_000
+
+
+def test_a_decimal_scale_no_context_holds_is_a_format_error() -> None:
+    decimal = {
+        "field": "d",
+        "type": "bytes",
+        "optional": True,
+        "name": "org.apache.kafka.connect.data.Decimal",
+        "parameters": {"scale": str(10**21)},
+    }
+    after = {"field": "after", "type": "struct", "optional": True, "fields": [decimal]}
+    doc = {
+        "schema": {"type": "struct", "fields": [after, {"field": "op", "type": "string"}]},
+        "payload": {
+            "op": "c",
+            "before": None,
+            "after": {"d": "AQ=="},
+            "source": {"db": "d", "schema": "s", "table": "t", "ts_ms": 1, "lsn": 5},
+            "ts_ms": 1,
+        },
+    }
+    with pytest.raises(RecordFormatError) as raised:
+        parser_for("debezium")(Message(json.dumps(doc), None, "00000000000000000001", "t"))
+    assert raised.value.reason == "invalid_record"

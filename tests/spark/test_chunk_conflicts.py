@@ -33,16 +33,20 @@ def source(ts_ns: int) -> dict[str, Any]:
     }
 
 
-def chunked(ts_ns: int, chunk_id: str) -> str:
-    """A chunked insert whose after image is in fragments (the document's example shape)."""
+def chunked(ts_ns: int, chunk_id: str, before_chunk_id: str | None = None) -> str:
+    """A chunked change whose after image (and before image, if named) is in fragments (the
+    document's example shape)."""
+    refs = {"after": {"chunk_id": chunk_id, "total_fragments": 2, "crc32c": "1"}}
+    if before_chunk_id is not None:
+        refs["before"] = {"chunk_id": before_chunk_id, "total_fragments": 1, "crc32c": "1"}
     return json.dumps(
         {
             "type": "chunked",
-            "op": "c",
+            "op": "c" if before_chunk_id is None else "u",
             "before": None,
             "after": None,
             "source": source(ts_ns),
-            "chunked": {"after": {"chunk_id": chunk_id, "total_fragments": 2, "crc32c": "1"}},
+            "chunked": refs,
             "ts_ms": ts_ns // 1_000_000,
             "ts_ns": ts_ns,
         }
@@ -67,10 +71,14 @@ def full(ident: int, ts_ns: int) -> str:
     )
 
 
-def test_two_records_under_one_chunk_id_are_quarantined(spark: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize("other_before", [None, "own"], ids=["same ids", "one id shared"])
+def test_two_records_under_one_chunk_id_are_quarantined(
+    spark: Any, tmp_path: Path, other_before: str | None
+) -> None:
     deliveries = [
         chunked(BASE_NS + 1, "shared"),
-        chunked(BASE_NS + 2, "shared"),  # another record under the same chunk id
+        # Another record under the same chunk id (with, or without, a chunk id of its own).
+        chunked(BASE_NS + 2, "shared", other_before),
         fragment("shared", 0, '{"id": 1, '),
         fragment("shared", 1, '"name": "x"}'),
         full(7, BASE_NS + 3),

@@ -36,7 +36,8 @@ IN_BAND_RESOLVED = frozenset({"ydb", "cockroachdb", "cdl"})
 # Times a resolved marker may name: years 1 to 9999, in µs since the epoch.
 _MIN_MICROS, _MAX_MICROS = -62_135_596_800_000_000, 253_402_300_799_999_999
 # What a record's content can make Python raise while it is parsed.
-_CONTENT_ERRORS = (ValueError, TypeError, OverflowError, RecursionError)
+# (ArithmeticError: decimal.InvalidOperation, from a Connect Decimal scale of 10**21.)
+_CONTENT_ERRORS = (ValueError, TypeError, ArithmeticError, RecursionError)
 
 
 def parser_for(name: str) -> Parser:
