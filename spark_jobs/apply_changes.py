@@ -19,7 +19,7 @@ import datetime as dt
 from typing import Any
 
 from delta.tables import DeltaTable
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from airflow_cdc.core.ddl import TableSpec, parse_tables
@@ -35,7 +35,7 @@ from spark_jobs.common import (
     start,
     write_stats,
 )
-from spark_jobs.ledger import CONTROL, PENDING, Outcomes
+from spark_jobs.ledger import CONTROL, PENDING, Outcomes, union_all
 from spark_jobs.parse import parse_records
 
 JOB_NAME = "apply_changes"
@@ -204,26 +204,13 @@ BROADCAST_QUARANTINE = 100_000
 
 
 def with_payloads(rows: DataFrame, payloads: list[DataFrame]) -> DataFrame:
-    """``rows`` (``record_id`` ...) with each record's ``payload``, found in the first of
-    ``payloads`` (frames of ``record_id``, ``payload``) that has it; only the payloads of
-    ``rows`` move."""
-    if rows.isEmpty():
-        return rows.withColumn("payload", F.lit(None).cast("string")).limit(0)
+    """``rows`` (``record_id`` ...) with each record's ``payload`` from ``payloads`` (frames
+    of ``record_id``, ``payload``); only the payloads of ``rows`` move. A record found in
+    several frames (a buffered record of this batch) comes once per frame, with the same
+    payload: :class:`~spark_jobs.ledger.Outcomes` keeps one entry per record."""
     small = rows.count() <= BROADCAST_QUARANTINE
-    found = [
-        (F.broadcast(rows) if small else rows)
-        .join(frame, "record_id")
-        .select("*", F.lit(rank).alias("_source"))
-        for rank, frame in enumerate(payloads)
-    ]
-    first = Window.partitionBy("record_id").orderBy("_source")
-    matched = found[0]
-    for frame in found[1:]:
-        matched = matched.unionByName(frame)
-    return (
-        matched.withColumn("_rank", F.row_number().over(first))
-        .where(F.col("_rank") == 1)
-        .drop("_rank", "_source")
+    return union_all(
+        [(F.broadcast(rows) if small else rows).join(frame, "record_id") for frame in payloads]
     )
 
 

@@ -181,25 +181,13 @@ def commit(
         checkpoint = _progress_rows(ctx, source, progress, land_seq, run)
         fault_point("land:before_commit")
         rows = records.unionByName(checkpoint).select(*RAW_SCHEMA.fieldNames())
-        for attempt in (1, 2):
-            try:
-                # The first append creates the table: two runs racing to create it conflict
-                # on its first commit like any other (no separate CREATE to race on).
-                (
-                    rows.write.format("delta")
-                    .mode("append")
-                    .partitionBy("source", "batch_id")
-                    .option("txnAppId", f"land:{source}")
-                    .option("txnVersion", land_seq)
-                    .save(ctx.warehouse.raw)
-                )
-                break
-            except COMMIT_CONFLICTS:
-                if _landed_by_another(ctx, source, land_seq, run):
-                    break
-                if attempt == 2:
-                    raise
-                # Another source's run committed first (both creating the table): again.
+        try:
+            _append_raw(ctx, rows, source, land_seq)
+        except COMMIT_CONFLICTS:
+            # Another run committed first: of this source (found below), or of another
+            # source while both created the table (then once more).
+            if not _landed_by_another(ctx, source, land_seq, run):
+                _append_raw(ctx, rows, source, land_seq)
         fault_point("land:after_commit")
         if _landed_by_another(ctx, source, land_seq, run):
             # A concurrent run of the source committed this landing sequence first (Delta
@@ -240,6 +228,19 @@ def commit(
         "resolved_ts": _iso(resolved),
         "land_seq": land_seq,
     }
+
+
+def _append_raw(ctx: JobContext, rows: DataFrame, source: str, land_seq: int) -> None:
+    """One idempotent append to the raw table; the first creates it (there is no separate
+    CREATE for two runs to race on)."""
+    (
+        rows.write.format("delta")
+        .mode("append")
+        .partitionBy("source", "batch_id")
+        .option("txnAppId", f"land:{source}")
+        .option("txnVersion", land_seq)
+        .save(ctx.warehouse.raw)
+    )
 
 
 def _landed_by_another(ctx: JobContext, source: str, land_seq: int, run: str) -> bool:

@@ -198,7 +198,7 @@ def _dsql_fields(records: DataFrame) -> DataFrame:
         "payload",
         _kind(F.col("_doc")).alias("_doc_t"),
         *(_kind(F.col(name)).alias(f"{name}_t") for name in _DSQL_FIELDS if name not in _IMAGES),
-        *(_image_kind(name).alias(f"{name}_t") for name in _IMAGES),
+        *(_kind(F.col(name), F.col(f"{name}_map")).alias(f"{name}_t") for name in _IMAGES),
         *(
             F.variant_get(F.col(name), "$", "string").alias(f"{name}_s")
             for name in _DSQL_FIELDS
@@ -213,18 +213,13 @@ _IMAGES = ("before", "after")
 _DSQL_OBJECTS = ("before", "after", "source", "chunked", "before_ref", "after_ref")
 
 
-def _kind(value: Column) -> Column:
+def _kind(value: Column, as_map: Column | None = None) -> Column:
     """:func:`json_type`, except that any object is just ``OBJECT``: spelling out an object's
-    whole schema costs more than the rest of a record's parse, and no rule reads it."""
-    is_object = F.try_variant_get(value, "$", "map<string, variant>").isNotNull()
-    return F.when(is_object, F.lit("OBJECT")).otherwise(json_type(value))
-
-
-def _image_kind(name: str) -> Column:
-    """:func:`_kind` of an image field, from its map (``<name>_map``, built once)."""
-    return F.when(F.col(f"{name}_map").isNotNull(), F.lit("OBJECT")).otherwise(
-        json_type(F.col(name))
-    )
+    whole schema costs more than the rest of a record's parse, and no rule reads it.
+    ``as_map``: the value already read as a map, where it was (the images)."""
+    if as_map is None:
+        as_map = F.try_variant_get(value, "$", "map<string, variant>")
+    return F.when(as_map.isNotNull(), F.lit("OBJECT")).otherwise(json_type(value))
 
 
 def _dsql_error(f: _Fields) -> Column:
@@ -518,7 +513,7 @@ def _fields(record: Any) -> dict[str, Any]:
         "table": record.table.name,
         "op": record.op,
         "sequence": record.sequence,
-        "commit_ts": _commit_ts(record.commit_ts_us),
+        "commit_ts": _EPOCH + dt.timedelta(microseconds=record.commit_ts_us),
         "before_json": _dump(record.before),
         "after_json": _dump(record.after),
         "key_json": _dump(record.key),
@@ -536,15 +531,6 @@ def _fields(record: Any) -> dict[str, Any]:
             }
         )
     return fields
-
-
-def _commit_ts(micros: int) -> dt.datetime:
-    try:
-        return _EPOCH + dt.timedelta(microseconds=micros)
-    except OverflowError:
-        raise RecordFormatError(
-            "invalid_timestamp", f"commit time {micros} µs is outside years 1-9999"
-        ) from None
 
 
 def _check_int64(value: int, name: str) -> None:

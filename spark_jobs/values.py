@@ -31,7 +31,11 @@ from pyspark.sql import functions as F
 from airflow_cdc.core.ddl import ColumnSpec
 from airflow_cdc.core.types import (
     DEFAULT_DECIMAL,
+    MAX_DAYS,
+    MAX_MICROS,
     MICROS_PER_DAY,
+    MIN_DAYS,
+    MIN_MICROS,
     TIMESTAMP_NEG_INFINITY,
     TIMESTAMP_POS_INFINITY,
     spark_type,
@@ -47,9 +51,6 @@ _RANGES = {
     "oid": (0, 2**32 - 1),
     "interval": (-(2**63), 2**63 - 1),
 }
-_MIN_MICROS = -62_135_596_800_000_000  # 0001-01-01T00:00:00, Python's datetime.min
-_MAX_MICROS = 253_402_300_799_999_999  # 9999-12-31T23:59:59.999999, datetime.max
-_MIN_DAYS, _MAX_DAYS = -719_162, 2_932_896  # date.min and date.max, days from 1970-01-01
 _SPECIAL_FLOATS = ("NaN", "Infinity", "-Infinity")
 # A decimal number as text: sign, integer digits, fraction digits, exponent.
 _DECIMAL_TEXT = r"^\s*([+-]?)(\d*)(?:\.(\d*))?(?:[eE]([+-]?\d{1,4}))?\s*$"
@@ -207,8 +208,7 @@ def _integer(column: ColumnSpec, json: _Json) -> _Result:
     problem = F.when(~json.is_integer, F.lit(f"is not a JSON integer ({column.pg_type})")).when(
         ~F.coalesce(in_range, F.lit(False)), F.lit(f"is out of range for {column.pg_type}")
     )
-    fast = json.int64.between(low, high) if column.pg_type != "bigint" else json.int64.isNotNull()
-    return _Result(number, problem, fast=(fast, json.int64))
+    return _Result(number, problem, fast=(json.int64.between(low, high), json.int64))
 
 
 def _float(column: ColumnSpec, json: _Json) -> _Result:
@@ -294,7 +294,7 @@ def _date(column: ColumnSpec, json: _Json) -> _Result:
     text = F.substring(json.get("string"), 1, 10)
     from_text = F.when(text.rlike(_DATE_TEXT), F.try_to_date(text, "yyyy-MM-dd"))
     days = json.get("decimal(38,0)")
-    in_range = days.between(_MIN_DAYS, _MAX_DAYS)
+    in_range = days.between(MIN_DAYS, MAX_DAYS)
     from_days = F.date_add(F.lit("1970-01-01").cast("date"), days.try_cast("int"))
     value = F.when(json.is_string, from_text).when(json.is_integer & in_range, from_days)
     special = F.when(
@@ -304,7 +304,7 @@ def _date(column: ColumnSpec, json: _Json) -> _Result:
     problem = F.when(~(json.is_string | json.is_integer), F.lit("is not a date")).when(
         json.is_string & from_text.isNull(), F.lit("is not an ISO date")
     )
-    epoch_days = json.int64.between(_MIN_DAYS, _MAX_DAYS)
+    epoch_days = json.int64.between(MIN_DAYS, MAX_DAYS)
     return _Result(
         value,
         problem,
@@ -327,7 +327,7 @@ def _time_of_day(column: ColumnSpec, json: _Json) -> _Result:
         & (hours < 24)
         & (minutes < 60)
         & (seconds < 60)
-        & _offset_ok(group[4])
+        & _offset_micros(group[4]).isNotNull()
     )
     micros = F.when(json.is_string & valid_text, _clock_micros(hours, minutes, seconds, group[3]))
     if column.pg_type == "timetz":
@@ -337,65 +337,45 @@ def _time_of_day(column: ColumnSpec, json: _Json) -> _Result:
         )
     micros = F.coalesce(micros, json.get("decimal(38,0)").try_cast("bigint"))
     in_day = micros.between(0, MICROS_PER_DAY)
-    total_seconds = F.floor(micros / 1_000_000)
-    clock = F.format_string(
-        "%02d:%02d:%02d.%06d",
-        (total_seconds / 3600).cast("int"),
-        ((total_seconds % 3600) / 60).cast("int"),
-        (total_seconds % 60).cast("int"),
-        (micros % 1_000_000).cast("int"),
-    )
     suffix = "+00:00" if column.pg_type == "timetz" else ""
-    of_day = json.int64.between(0, MICROS_PER_DAY - 1)
-    seconds_of_day = json.int64 / 1_000_000
-    fast_clock = F.format_string(
-        "%02d:%02d:%02d.%06d",
-        (seconds_of_day / 3600).cast("int"),
-        ((seconds_of_day % 3600) / 60).cast("int"),
-        (seconds_of_day % 60).cast("int"),
-        (json.int64 % 1_000_000).cast("int"),
-    )
     problem = (
         F.when(~(json.is_string | json.is_integer), F.lit("is not a time"))
         .when(json.is_string & ~valid_text, F.lit("is not an ISO time"))
         .when(~F.coalesce(in_day, F.lit(False)), F.lit("µs is not a time of day"))
     )
     return _Result(
-        F.concat(clock, F.lit(suffix)),
+        F.concat(_clock(micros), F.lit(suffix)),
         problem,
-        fast=(of_day, F.concat(fast_clock, F.lit(suffix))),
+        fast=(
+            json.int64.between(0, MICROS_PER_DAY - 1),
+            F.concat(_clock(json.int64), F.lit(suffix)),
+        ),
     )
 
 
-def _offset_ok(zone: Column) -> Column:
-    """Whether a UTC offset as written after an ISO time is one (under 24 hours, minutes
-    under 60), or there is none."""
-    digits = F.regexp_replace(zone, "[^0-9]", "")
-    hours = _digits(F.substring(digits, 1, 2), "int")
-    minutes = F.coalesce(_digits(F.substring(digits, 3, 2), "int"), F.lit(0))
-    return F.coalesce(zone.isin("", "Z") | ((hours < 24) & (minutes < 60)), F.lit(True))
+def _clock(micros: Column) -> Column:
+    """Microseconds since midnight (0 to a whole day) as ``HH:MM:SS.ffffff``."""
+    seconds = F.floor(micros / 1_000_000)
+    return F.format_string(
+        "%02d:%02d:%02d.%06d",
+        (seconds / 3600).cast("int"),
+        ((seconds % 3600) / 60).cast("int"),
+        (seconds % 60).cast("int"),
+        (micros % 1_000_000).cast("int"),
+    )
 
 
 def _offset_micros(zone: Column) -> Column:
     """A UTC offset as written after an ISO time (``Z``, ``+02``, ``+0200``, ``-05:30`` or
-    nothing), in microseconds east of UTC."""
-    offset = (
-        F.when(zone == "Z", F.lit("+00:00"))
-        .when(F.length(zone) == 3, F.concat(zone, F.lit(":00")))
-        .when(
-            F.length(zone) == 5,
-            F.concat(F.substring(zone, 1, 3), F.lit(":"), F.substring(zone, 4, 2)),
-        )
-        .otherwise(zone)
-    )
-    seconds = F.when(F.coalesce(offset, F.lit("")) == "", F.lit(0)).otherwise(
-        (
-            _digits(F.substring(offset, 2, 2), "int") * 3600
-            + _digits(F.substring(offset, 5, 2), "int") * 60
-        )
-        * F.when(F.substring(offset, 1, 1) == "-", -1).otherwise(1)
-    )
-    return seconds.cast("bigint") * 1_000_000
+    nothing), in microseconds east of UTC; null where it is no offset (24 hours or more,
+    60 minutes or more)."""
+    zone = F.coalesce(zone, F.lit(""))
+    digits = F.regexp_replace(zone, "[^0-9]", "")
+    hours = _digits(F.substring(digits, 1, 2), "bigint")
+    minutes = F.coalesce(_digits(F.substring(digits, 3, 2), "bigint"), F.lit(0))
+    sign = F.when(F.substring(zone, 1, 1) == "-", -1).otherwise(1)
+    offset = F.when((hours < 24) & (minutes < 60), (hours * 3600 + minutes * 60) * sign)
+    return F.when(zone.isin("", "Z"), F.lit(0)).otherwise(offset) * 1_000_000
 
 
 def _timestamp(column: ColumnSpec, json: _Json) -> _Result:
@@ -419,7 +399,8 @@ def _timestamp(column: ColumnSpec, json: _Json) -> _Result:
     ).cast("timestamp_ntz")
     # A local time with an offset is the instant at UTC minus the offset.
     utc_micros = F.unix_micros(local.cast("timestamp")) - _offset_micros(group[5])
-    valid_text = matched & day.isNotNull() & clock_ok & (F.year(day) >= 1) & _offset_ok(group[5])
+    offset_ok = _offset_micros(group[5]).isNotNull()
+    valid_text = matched & day.isNotNull() & clock_ok & (F.year(day) >= 1) & offset_ok
     from_text = F.when(json.is_string & valid_text, utc_micros)
     number = json.get("decimal(38,0)")
     sentinel = F.when(number == TIMESTAMP_POS_INFINITY, F.lit("infinity")).when(
@@ -427,7 +408,7 @@ def _timestamp(column: ColumnSpec, json: _Json) -> _Result:
     )
     from_number = F.when(json.is_integer & sentinel.isNull(), number.try_cast("bigint"))
     micros_total = F.coalesce(from_text, from_number)
-    in_range = micros_total.between(_MIN_MICROS, _MAX_MICROS)
+    in_range = micros_total.between(MIN_MICROS, MAX_MICROS)
     moment = F.timestamp_micros(micros_total)
     # A timestamp without time zone keeps the wall time (an offset converts it to UTC).
     value = moment.cast("timestamp_ntz") if column.pg_type == "timestamp" else moment
@@ -445,7 +426,7 @@ def _timestamp(column: ColumnSpec, json: _Json) -> _Result:
         problem,
         F.when(json.is_integer, sentinel),
         fast=(
-            json.int64.between(_MIN_MICROS, _MAX_MICROS),
+            json.int64.between(MIN_MICROS, MAX_MICROS),
             instant.cast("timestamp_ntz") if column.pg_type == "timestamp" else instant,
         ),
     )

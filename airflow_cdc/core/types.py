@@ -32,6 +32,10 @@ SPECIAL_FLOATS = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 TIMESTAMP_POS_INFINITY = 9223372036825200000
 TIMESTAMP_NEG_INFINITY = -9223372036832400000
 MICROS_PER_DAY = 86_400_000_000
+# The calendar Python (and so the core) holds: years 1 to 9999, from the epoch.
+MIN_MICROS = -62_135_596_800_000_000  # datetime.min
+MAX_MICROS = 253_402_300_799_999_999  # datetime.max
+MIN_DAYS, MAX_DAYS = -719_162, 2_932_896  # date.min, date.max
 _EPOCH_DATE = dt.date(1970, 1, 1)
 _EPOCH = dt.datetime(1970, 1, 1)
 _INT_RANGES = {

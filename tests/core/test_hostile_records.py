@@ -19,6 +19,8 @@ HOSTILE = [
     # A resolved marker whose time no calendar holds.
     ("ydb", {"resolved": [10**19, 0]}, "invalid_resolved"),
     ("cockroachdb", {"resolved": "1" + "0" * 25 + ".0000000000"}, "invalid_resolved"),
+    # A commit time past year 9999 (a step of 10**15 ms).
+    ("ydb", {"key": [1], "update": {}, "ts": [10**15, 1]}, "invalid_timestamp"),
     # A step given as text of more digits than Python converts to an integer.
     ("ydb", {"key": [1], "update": {}, "ts": ["9" * 5000, 1]}, "invalid_record"),
 ]

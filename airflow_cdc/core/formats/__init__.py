@@ -17,6 +17,7 @@ from collections.abc import Callable
 from airflow_cdc.core.events import ChangeRecord, Control, Fragment, Message
 from airflow_cdc.core.exceptions import RecordFormatError
 from airflow_cdc.core.formats import cockroach, debezium, dsql, ydb
+from airflow_cdc.core.types import MAX_MICROS, MIN_MICROS
 
 Parser = Callable[[Message], ChangeRecord | Fragment | Control]
 PARSERS: dict[str, Parser] = {
@@ -33,8 +34,6 @@ PARSERS: dict[str, Parser] = {
 IN_BAND_RESOLVED = frozenset({"ydb", "cockroachdb", "cdl"})
 
 
-# Times a resolved marker may name: years 1 to 9999, in µs since the epoch.
-_MIN_MICROS, _MAX_MICROS = -62_135_596_800_000_000, 253_402_300_799_999_999
 # What a record's content can make Python raise while it is parsed.
 # (ArithmeticError: decimal.InvalidOperation, from a Connect Decimal scale of 10**21.)
 _CONTENT_ERRORS = (ValueError, TypeError, ArithmeticError, RecursionError)
@@ -59,17 +58,16 @@ def _checked(parser: Parser, message: Message) -> ChangeRecord | Fragment | Cont
         detail = f"{type(err).__name__}: {str(err)[:1000]}"
         raise RecordFormatError("invalid_record", detail) from err
     if isinstance(parsed, Control):
-        _check_resolved(parsed)
+        _check_time(parsed.resolved_us, "invalid_resolved", f"resolved time ({parsed.detail})")
+    elif isinstance(parsed, ChangeRecord):
+        _check_time(parsed.commit_ts_us, "invalid_timestamp", "commit time")
     return parsed
 
 
-def _check_resolved(control: Control) -> None:
-    micros = control.resolved_us
-    if micros is not None and not _MIN_MICROS <= micros <= _MAX_MICROS:
-        raise RecordFormatError(
-            "invalid_resolved",
-            f"resolved time {micros} µs is outside years 1-9999 ({control.detail})",
-        )
+def _check_time(micros: int | None, reason: str, what: str) -> None:
+    """A time a record names must be one the calendar holds (years 1-9999)."""
+    if micros is not None and not MIN_MICROS <= micros <= MAX_MICROS:
+        raise RecordFormatError(reason, f"{what}: {micros} µs is outside years 1-9999")
 
 
 def resolved_marker(fmt: str, message: Message) -> int | None:
