@@ -273,26 +273,61 @@ def list_files(path: str) -> list[str]:
     return sorted(prefix + p for p in found)
 
 
-def kinesis_dump_records(
-    ctx: JobContext, source: str, tasks: list[ShardTask]
-) -> tuple[DataFrame, DataFrame]:
-    """The records of Kinesis-layout dump files after their checkpoints, read and decoded in
-    the JVM (the rules of :func:`parse_line`); every line after the checkpoint is numbered,
-    blank ones included, and blank ones land nothing."""
-    files = [
-        ctx.spark.read.text(task.shard_id, wholetext=True).select(
+def numbered_lines(ctx: JobContext, tasks: list[ShardTask]) -> tuple[DataFrame, dict[str, int]]:
+    """The lines of the tasks' files after their checkpoints (``shard_id``, ``number``,
+    ``line``), and each file's number of lines.
+
+    Spark's line reader splits a large file into blocks read in parallel (a line belongs to
+    the block it starts in; ``\\n``, ``\\r\\n`` and ``\\r`` end a line; blank lines count, a
+    final line ending adds none). A line's number is its index within its block plus the
+    lines of the file's blocks before it: one pass counts each block's lines, the second reads
+    the same listing (a file that grows in between lands its new lines next time).
+    """
+    reads = [
+        ctx.spark.read.text(task.shard_id).select(
             F.lit(task.shard_id).alias("shard_id"),
-            F.lit(int(task.after_sequence or 0)).alias("after"),
-            "value",
+            F.col("_metadata.file_block_start").alias("block"),
+            # Consecutive within a Spark partition, hence within a block.
+            F.monotonically_increasing_id().alias("id"),
+            F.col("value").alias("line"),
         )
         for task in tasks
     ]
-    lines = union_all(files).select(
-        "shard_id", "after", F.posexplode(F.split("value", "\n")).alias("pos", "line")
+    lines = union_all(reads)
+    blocks = (
+        lines.groupBy("shard_id", "block")
+        .agg(F.min("id").alias("first"), F.count(F.lit(1)).alias("lines"))
+        .orderBy("shard_id", "block")
+        .collect()
     )
-    numbered = lines.select("shard_id", (F.col("pos") + 1).alias("number"), "line").where(
-        F.col("number") > F.col("after")
+    totals: dict[str, int] = {}
+    starts = []
+    for row in blocks:
+        before = totals.get(row["shard_id"], 0)
+        starts.append((row["shard_id"], row["block"], row["first"], before))
+        totals[row["shard_id"]] = before + row["lines"]
+    after = {task.shard_id: int(task.after_sequence or 0) for task in tasks}
+    offsets = ctx.spark.createDataFrame(
+        [(*start, after[start[0]], totals[start[0]]) for start in starts],
+        "shard_id STRING, block BIGINT, first BIGINT, before BIGINT, after BIGINT, total BIGINT",
     )
+    number = F.col("id") - F.col("first") + F.col("before") + 1
+    numbered = (
+        lines.join(F.broadcast(offsets), ["shard_id", "block"])
+        .select("shard_id", number.alias("number"), "line", "after", "total")
+        .where((F.col("number") > F.col("after")) & (F.col("number") <= F.col("total")))
+        .drop("after", "total")
+    )
+    return numbered, totals
+
+
+def kinesis_dump_records(
+    ctx: JobContext, source: str, tasks: list[ShardTask]
+) -> tuple[DataFrame, dict[str, int]]:
+    """The records of Kinesis-layout dump files after their checkpoints, read and decoded in
+    the JVM (the rules of :func:`parse_line`), and each file's number of lines; blank lines
+    are numbered and land nothing."""
+    numbered, totals = numbered_lines(ctx, tasks)
     doc = F.try_parse_json("line")
     kind = F.schema_of_variant(doc)
     data = F.try_variant_get(doc, "$.Data", "variant")
@@ -347,7 +382,7 @@ def kinesis_dump_records(
         F.lit(RECORD).alias("kind"),
         F.lit(None).cast("boolean").alias("shard_closed"),
         F.lit(None).cast("timestamp").alias("horizon_ts"),
-    ), numbered
+    ), totals
 
 
 def land_kinesis_dumps(
@@ -363,20 +398,17 @@ def land_kinesis_dumps(
     run = run_name(ctx)
     if not tasks:
         return commit(ctx, source, tasks, None, dict(checkpoints), land_seq, lateness, run)
-    records, numbered = kinesis_dump_records(ctx, source, tasks)
+    records, lines = kinesis_dump_records(ctx, source, tasks)
     records = records.localCheckpoint()
-    lines = {
-        r["shard_id"]: r["last"]
-        for r in numbered.groupBy("shard_id").agg(F.max("number").alias("last")).collect()
-    }
     newest = {
         r["shard_id"]: r["newest"]
         for r in records.groupBy("shard_id").agg(F.max("arrival_ts").alias("newest")).collect()
     }
     progress = dict(checkpoints)
     for task in tasks:
-        last = lines.get(task.shard_id)
-        final = str(last) if last is not None else task.after_sequence
+        last = lines.get(task.shard_id, 0)
+        # A file that shrank keeps its checkpoint: only new lines after it ever land.
+        final = str(last) if last > int(task.after_sequence or 0) else task.after_sequence
         horizon = newest.get(task.shard_id)
         before = checkpoints.get(task.shard_id)
         horizon_us = (
