@@ -244,8 +244,9 @@ def _append_raw(ctx: JobContext, rows: DataFrame, source: str, land_seq: int) ->
 
 
 def _landed_by_another(ctx: JobContext, source: str, land_seq: int, run: str) -> bool:
-    """Whether the raw table holds ``land_seq`` of ``source`` from a run other than ``run``
-    (of any batch: the files of other landing sequences are skipped by their statistics)."""
+    """Whether the raw table holds ``land_seq`` of ``source`` from a run other than ``run``,
+    found by the progress rows that every landing commit has (of any batch: the files of
+    other landing sequences, and files of records alone, are skipped by their statistics)."""
     try:
         # Read, not isDeltaTable(): that may answer from a snapshot taken before the commit
         # of a concurrent run that created the table.
@@ -253,7 +254,11 @@ def _landed_by_another(ctx: JobContext, source: str, land_seq: int, run: str) ->
     except AnalysisException:
         return False
     rows = (
-        raw.where((F.col("source") == source) & (F.col("land_seq") == land_seq))
+        raw.where(
+            (F.col("source") == source)
+            & (F.col("land_seq") == land_seq)
+            & (F.col("kind") == PROGRESS)  # every landing commit has them; files skipped
+        )
         .select((F.col("land_run") == run).alias("mine"))
         .distinct()
         .collect()

@@ -236,8 +236,11 @@ def resolve_keys(decoded: DataFrame, keys: list[str]) -> tuple[DataFrame, DataFr
     per_key = Window.partitionBy(*keys).orderBy(
         F.col("_cdc_sequence").desc(), F.col("_cdc_record_id").asc()
     )
-    ranked = decoded.withColumn("_rank", F.row_number().over(per_key)).withColumn(
-        "_newest", F.first("_cdc_sequence").over(per_key)
+    # Materialized once: the winners and the ledger's losers both come from it.
+    ranked = (
+        decoded.withColumn("_rank", F.row_number().over(per_key))
+        .withColumn("_newest", F.first("_cdc_sequence").over(per_key))
+        .localCheckpoint()
     )
     winners = ranked.where(F.col("_rank") == 1).drop("_rank", "_newest")
     losers = (
