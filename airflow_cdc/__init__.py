@@ -34,6 +34,7 @@ def get_provider_info() -> dict[str, Any]:
                 "python-modules": [
                     "airflow_cdc.operators.land",
                     "airflow_cdc.operators.apply",
+                    "airflow_cdc.operators.maintain",
                 ],
             }
         ],

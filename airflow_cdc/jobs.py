@@ -18,7 +18,7 @@ import airflow_cdc
 
 # delta-spark 4.4.0 is built for Spark 4.2 (artifact suffix _4.2_2.13).
 DELTA_PACKAGE = "io.delta:delta-spark_4.2_2.13:4.4.0"
-JOBS = ("land_kinesis", "land_kafka", "land_files", "apply_changes")
+JOBS = ("land_kinesis", "land_kafka", "land_files", "apply_changes", "maintain")
 _PACKAGE_ROOT = Path(airflow_cdc.__file__).resolve().parent
 _REPO_ROOT = _PACKAGE_ROOT.parent
 _SHIPPED = ("airflow_cdc/__init__.py", "airflow_cdc/jobs.py", "airflow_cdc/core", "spark_jobs")
@@ -63,6 +63,9 @@ def delta_spark_conf() -> dict[str, str]:
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.shuffle.partitions": "16",
         "spark.databricks.delta.snapshotPartitions": "4",
+        # VACUUM lists a table's files in this many tasks (Spark's default, 10,000, costs
+        # about a minute of task start-up per table on two cores).
+        "spark.sql.sources.parallelPartitionDiscovery.parallelism": "16",
     }
 
 

@@ -3,8 +3,9 @@
 Each target row keeps the sequence (``_cdc_sequence``) and record (``_cdc_record_id``) of the
 change that produced it; a change only replaces a row whose sequence is lower, so a late or
 replayed older change never overwrites newer state. A delete leaves a tombstone
-(``_cdc_deleted``) that keeps an older upsert from resurrecting the row; tombstones are
-removed once the resolved timestamp has passed them by the tombstone retention. Columns that
+(``_cdc_deleted``) that keeps an older upsert from resurrecting the row; the maintenance job
+(:mod:`spark_jobs.maintain`) removes tombstones once the resolved timestamp has passed them
+by the tombstone retention. Columns that
 appear in the stream but not in the DDL are added to the table, typed where the stream's
 schema says their type and as strings otherwise; a column the batch widened (INT to BIGINT)
 is widened in the table; columns that disappear stay, null in new rows. A partial update
@@ -38,6 +39,7 @@ from pyspark.sql.types import (
 )
 
 from airflow_cdc.core.ddl import TableSpec
+from spark_jobs.common import fault_point, retry_on_conflict
 from spark_jobs.ledger import APPLIED, DUPLICATE, SUPERSEDED
 from spark_jobs.schemas import struct
 
@@ -214,7 +216,8 @@ def merge(
 def purge_tombstones(
     spark: SparkSession, path: str, resolved: dt.datetime | None, retention: dt.timedelta
 ) -> int:
-    """Delete tombstones committed before ``resolved - retention``; returns how many."""
+    """Delete tombstones committed before ``resolved - retention``; returns how many (the
+    maintenance job's step)."""
     if resolved is None:
         return 0
     horizon = (resolved - retention).astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
@@ -239,8 +242,6 @@ def apply_table(
     spec: TableSpec,
     winners: DataFrame,
     batch_id: str,
-    resolved: dt.datetime | None,
-    retention: dt.timedelta,
 ) -> tuple[DataFrame, dict[str, Any]]:
     """MERGE ``winners`` into the table at ``path``; (statuses, counts)."""
     winners = winners.localCheckpoint()
@@ -259,15 +260,10 @@ def apply_table(
         r["status"]: int(r["n"])
         for r in statuses.groupBy("status").agg(F.count(F.lit(1)).alias("n")).collect()
     }
-    from spark_jobs.common import fault_point
-
     fault_point("apply:before_merge")
-    merge(path, spec, winners, extras, batch_id, key_range(winners, keys, "t"))
+    pruning = key_range(winners, keys, "t")
+    retry_on_conflict(
+        lambda: merge(path, spec, winners, extras, batch_id, pruning), f"MERGE into {path}"
+    )
     fault_point("apply:after_merge")
-    purged = purge_tombstones(spark, path, resolved, retention)
-    return statuses, {
-        "changes": sum(counts.values()),
-        **counts,
-        "tombstones_purged": purged,
-        "extra_columns": extras,
-    }
+    return statuses, {"changes": sum(counts.values()), **counts, "extra_columns": extras}

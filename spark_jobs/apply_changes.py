@@ -149,8 +149,6 @@ def apply_tables(
     changes: DataFrame,
     outcomes: Outcomes,
     payloads: list[DataFrame],
-    resolved: dt.datetime | None,
-    retention: dt.timedelta,
 ) -> dict[str, Any]:
     """Decode, resolve and MERGE the changes of every declared table; quarantine the rest."""
     stats: dict[str, Any] = {}
@@ -168,9 +166,7 @@ def apply_tables(
         winners, losers = resolve.resolve_table(good, list(spec.primary_key))
         for frame in losers:
             outcomes.status(frame)
-        statuses, counts = apply.apply_table(
-            ctx.spark, path, spec, winners, ctx.batch_id, resolved, retention
-        )
+        statuses, counts = apply.apply_table(ctx.spark, path, spec, winners, ctx.batch_id)
         outcomes.status(statuses)
         counts["quarantined"] = failed.count()
         stats[spec.table.qualified] = counts
@@ -244,7 +240,6 @@ def run(ctx: JobContext, args: Any) -> dict[str, Any]:
     specs = parse_tables(args.ddl, args.default_schema)
     check_layout(ctx)
     max_age = dt.timedelta(seconds=args.max_pending_age_seconds)
-    retention = dt.timedelta(seconds=args.tombstone_retention_seconds)
     outcomes = Outcomes(source, JOB_NAME, ctx.run_id)
     stats: dict[str, Any] = {"job": JOB_NAME, "source": source, "batch_id": ctx.batch_id}
     if not DeltaTable.isDeltaTable(ctx.spark, ctx.warehouse.raw):
@@ -271,10 +266,7 @@ def run(ctx: JobContext, args: Any) -> dict[str, Any]:
         .localCheckpoint()
     )
     payloads = [parsed.select("record_id", "payload"), buffered.select("record_id", "payload")]
-    resolved = apply.parse_resolved(read_text(ctx, ctx.warehouse.resolved_file(source)))
-    stats["tables"] = apply_tables(
-        ctx, args.format, specs, changes, outcomes, payloads, resolved, retention
-    )
+    stats["tables"] = apply_tables(ctx, args.format, specs, changes, outcomes, payloads)
     stats["parsed"] = {
         r["rtype"]: int(r["n"])
         for r in parsed.groupBy("rtype").agg(F.count(F.lit(1)).alias("n")).collect()
@@ -301,7 +293,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         default=3600.0,
         help="stream time after which an incomplete fragment set is quarantined",
     )
-    parser.add_argument("--tombstone-retention-seconds", type=float, default=86400.0)
     args = parser.parse_args(argv)
     ctx = start(JOB_NAME, JOB_VERSION, args)
     return run(ctx, args)

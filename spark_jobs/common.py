@@ -9,9 +9,10 @@ import os
 import re
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from delta.exceptions import (
     ConcurrentAppendException,
@@ -56,6 +57,8 @@ COMMIT_CONFLICTS = (
 BATCH_ID = re.compile(r"[A-Za-z0-9_.:+\-]{1,64}")
 
 PROGRESS = "progress"
+CONFLICT_ATTEMPTS = 4
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -179,6 +182,26 @@ def fault_point(name: str) -> None:
         deadline = time.monotonic() + 300
         while len(os.listdir(directory)) < int(parties) and time.monotonic() < deadline:
             time.sleep(0.1)
+
+
+def retry_on_conflict(step: Callable[[], T], what: str, attempts: int = CONFLICT_ATTEMPTS) -> T:
+    """Run the Delta transaction ``step``; when a concurrent writer committed first (Delta's
+    conflict exceptions only), run it again on the new snapshot, up to ``attempts`` times in
+    all. Only for steps that are safe to repeat (guarded MERGE, OPTIMIZE, DELETE)."""
+    for attempt in range(1, attempts + 1):
+        try:
+            return step()
+        except COMMIT_CONFLICTS as err:
+            if attempt == attempts:
+                raise
+            log.warning(
+                "%s met a concurrent commit (%s), attempt %d of %d: retrying",
+                what,
+                type(err).__name__,
+                attempt,
+                attempts,
+            )
+    raise AssertionError("unreachable")
 
 
 def table_exists(spark: SparkSession, path: str) -> bool:

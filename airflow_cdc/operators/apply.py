@@ -17,7 +17,8 @@ class ApplyChangesOperator(SparkJobOperator):
     """Parse, reassemble, order and MERGE one landed batch of a source into its Delta tables.
 
     One spark-submit per batch (``apply_changes`` job): no intermediate tables, one MERGE per
-    target table, one ledger append.
+    target table, one ledger append. Tombstones of deleted rows are purged by
+    :class:`~airflow_cdc.operators.maintain.CdcMaintenanceOperator`.
 
     :param source: The landed source (as named by the landing operator).
     :param ddl: ``CREATE TABLE`` statements (PostgreSQL) of the tables to maintain; the
@@ -27,8 +28,6 @@ class ApplyChangesOperator(SparkJobOperator):
     :param default_schema: Schema of tables declared without one.
     :param max_pending_age_seconds: Stream time after which a fragment set that is still
         incomplete is quarantined, in seconds (> 0).
-    :param tombstone_retention_seconds: How long past the source's resolved timestamp
-        tombstones are kept, in seconds (>= 0).
     """
 
     job = "apply_changes"
@@ -47,7 +46,6 @@ class ApplyChangesOperator(SparkJobOperator):
         record_format: str = "dsql",
         default_schema: str = "public",
         max_pending_age_seconds: float = 3600.0,
-        tombstone_retention_seconds: float = 86400.0,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -56,7 +54,6 @@ class ApplyChangesOperator(SparkJobOperator):
         self.record_format = record_format
         self.default_schema = default_schema
         self.max_pending_age_seconds = max_pending_age_seconds
-        self.tombstone_retention_seconds = tombstone_retention_seconds
 
     def job_args(self, context: Context) -> list[str]:
         check_source(self.source)
@@ -66,14 +63,8 @@ class ApplyChangesOperator(SparkJobOperator):
             raise ValueError(
                 f"max_pending_age_seconds must be > 0, got {self.max_pending_age_seconds!r}"
             )
-        if self.tombstone_retention_seconds < 0:
-            raise ValueError(
-                "tombstone_retention_seconds must be >= 0, got "
-                f"{self.tombstone_retention_seconds!r}"
-            )
         return [
             *("--source", self.source, "--format", self.record_format),
             *("--ddl", self.ddl, "--default-schema", self.default_schema),
             *("--max-pending-age-seconds", str(self.max_pending_age_seconds)),
-            *("--tombstone-retention-seconds", str(self.tombstone_retention_seconds)),
         ]

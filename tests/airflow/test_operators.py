@@ -7,6 +7,7 @@ import pytest
 from airflow_cdc.core.exceptions import DdlError
 from airflow_cdc.operators.apply import ApplyChangesOperator
 from airflow_cdc.operators.land import LandFilesOperator, LandKafkaOperator, LandKinesisOperator
+from airflow_cdc.operators.maintain import CdcMaintenanceOperator
 
 
 def test_kinesis_landing_arguments_come_from_the_connection(monkeypatch) -> None:
@@ -105,13 +106,11 @@ def test_apply_changes_arguments() -> None:
         source="src",
         ddl=ddl,
         record_format="debezium",
-        tombstone_retention_seconds=0,
     )
     assert op.job_args({}) == [
         *("--source", "src", "--format", "debezium"),
         *("--ddl", ddl, "--default-schema", "public"),
         *("--max-pending-age-seconds", "3600.0"),
-        *("--tombstone-retention-seconds", "0"),
     ]
     with pytest.raises(ValueError, match="format must be one of"):
         ApplyChangesOperator(
@@ -162,3 +161,23 @@ def test_file_layouts_for_kafka_dumps_and_sink_files() -> None:
         task_id="l", warehouse="/wh", path="/d", source="s", layout="lines", record_format="ydb"
     )
     assert op.job_args({})[-4:] == ["--layout", "lines", "--format", "ydb"]
+
+
+def test_maintenance_arguments_and_delta_safety_floor() -> None:
+    ddl = "CREATE TABLE t (id int PRIMARY KEY)"
+    op = CdcMaintenanceOperator(task_id="m", warehouse="/wh", source="src", ddl=ddl)
+    assert op.job == "maintain"
+    assert op.job_args({}) == [
+        *("--source", "src", "--ddl", ddl, "--default-schema", "public"),
+        *("--tombstone-retention-seconds", "86400.0", "--vacuum-retention-hours", "168.0"),
+    ]
+    with pytest.raises(ValueError, match="vacuum_retention_hours must be >= 168"):
+        CdcMaintenanceOperator(
+            task_id="m", warehouse="/wh", source="src", ddl=ddl, vacuum_retention_hours=24
+        ).job_args({})
+    with pytest.raises(ValueError, match="tombstone_retention_seconds must be >= 0"):
+        CdcMaintenanceOperator(
+            task_id="m", warehouse="/wh", source="src", ddl=ddl, tombstone_retention_seconds=-1
+        ).job_args({})
+    with pytest.raises(ValueError, match="source must match"):
+        CdcMaintenanceOperator(task_id="m", warehouse="/wh", source="../x", ddl=ddl).job_args({})

@@ -1,0 +1,76 @@
+"""The operator that keeps a source's tables compact and bounded."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from airflow.sdk import Context
+
+from airflow_cdc.core.ddl import parse_tables
+from airflow_cdc.jobs import check_source
+from airflow_cdc.operators.base import SparkJobOperator
+
+# Delta's default ``delta.deletedFileRetentionDuration``: VACUUM never goes below it.
+MIN_VACUUM_RETENTION_HOURS = 168.0
+
+
+class CdcMaintenanceOperator(SparkJobOperator):
+    """Purge old tombstones, compact (OPTIMIZE) and VACUUM a source's tables (``maintain``
+    job): the target tables its DDL declares and its partitions of the bookkeeping tables.
+
+    Safe to schedule hourly beside the CDC DAG that writes the tables (conflicting Delta
+    commits are retried, on both sides) and safe to backfill (every step is idempotent).
+    Files before and after, bytes rewritten, tombstones purged and files vacuumed go to
+    the task log and XCom.
+
+    :param source: The source whose tables to keep (as named by the landing operator).
+    :param ddl: ``CREATE TABLE`` statements of the source's tables (the apply task's).
+    :param default_schema: Schema of tables declared without one.
+    :param tombstone_retention_seconds: How long past the source's resolved timestamp
+        tombstones of deleted rows are kept, in seconds (>= 0); while kept, they stop a late
+        older change from bringing a deleted row back.
+    :param vacuum_retention_hours: VACUUM deletes files that no table version younger than
+        this references (>= 168, Delta's default safety check).
+    """
+
+    job = "maintain"
+    template_fields: Sequence[str] = (*SparkJobOperator.template_fields, "source", "ddl")
+    ui_color = "#f4efe8"
+
+    def __init__(
+        self,
+        *,
+        source: str,
+        ddl: str,
+        default_schema: str = "public",
+        tombstone_retention_seconds: float = 86400.0,
+        vacuum_retention_hours: float = MIN_VACUUM_RETENTION_HOURS,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.source = source
+        self.ddl = ddl
+        self.default_schema = default_schema
+        self.tombstone_retention_seconds = tombstone_retention_seconds
+        self.vacuum_retention_hours = vacuum_retention_hours
+
+    def job_args(self, context: Context) -> list[str]:
+        check_source(self.source)
+        parse_tables(self.ddl, self.default_schema)
+        if not self.tombstone_retention_seconds >= 0:
+            raise ValueError(
+                "tombstone_retention_seconds must be >= 0, got "
+                f"{self.tombstone_retention_seconds!r}"
+            )
+        if not self.vacuum_retention_hours >= MIN_VACUUM_RETENTION_HOURS:
+            raise ValueError(
+                f"vacuum_retention_hours must be >= {MIN_VACUUM_RETENTION_HOURS} (Delta's"
+                f" retention safety check), got {self.vacuum_retention_hours!r}"
+            )
+        return [
+            *("--source", self.source),
+            *("--ddl", self.ddl, "--default-schema", self.default_schema),
+            *("--tombstone-retention-seconds", str(self.tombstone_retention_seconds)),
+            *("--vacuum-retention-hours", str(self.vacuum_retention_hours)),
+        ]

@@ -1,0 +1,189 @@
+"""Keep a source's tables fast and bounded: tombstones, compaction, VACUUM.
+
+Per declared target table of the source: delete the tombstones (``_cdc_deleted`` rows) that
+the source's resolved timestamp has passed by the tombstone retention (an older change can
+no longer arrive to be kept out by them), compact small files (Delta ``OPTIMIZE``), then
+``VACUUM`` the files no version younger than the VACUUM retention references. The source's
+partitions of the bookkeeping tables (``_cdc/raw``, ``ledger``, ``quarantine``, ``pending``)
+are compacted too, and the tables vacuumed.
+
+Safe beside the CDC jobs: each step is one Delta transaction; when a concurrent writer
+commits first (a MERGE into the table, another source's append), the step is retried on
+the new snapshot (Delta's conflict exceptions only, a few times), never skipped silently.
+An apply job that meets such a conflict does the same. The apply jobs no longer purge
+tombstones themselves: a DELETE over the whole table on every batch cost as much as the
+MERGE, in proportion to the table's size.
+
+Reports per table the files and bytes before and after, the bytes OPTIMIZE rewrote, the
+tombstones purged and the files VACUUM deleted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+from functools import partial
+from typing import Any
+
+from delta.tables import DeltaTable
+from pyspark.sql import functions as F
+
+from airflow_cdc.core.ddl import parse_tables
+from spark_jobs import apply
+from spark_jobs.common import (
+    JobContext,
+    base_parser,
+    log,
+    read_text,
+    retry_on_conflict,
+    source_name,
+    start,
+    table_exists,
+    write_stats,
+)
+
+JOB_NAME = "maintain"
+JOB_VERSION = "1.0.0"
+# Delta's own floor for VACUUM (delta.deletedFileRetentionDuration's default): a shorter
+# retention could delete files that a running reader or writer still needs.
+MIN_VACUUM_HOURS = 168.0
+
+
+def detail(ctx: JobContext, path: str) -> dict[str, int]:
+    """The table's current files and bytes (from its Delta log, no data read)."""
+    row = DeltaTable.forPath(ctx.spark, path).detail().select("numFiles", "sizeInBytes").first()
+    assert row is not None
+    return {"files": int(row["numFiles"]), "bytes": int(row["sizeInBytes"])}
+
+
+def compact(ctx: JobContext, path: str, where: str | None = None) -> dict[str, int]:
+    """OPTIMIZE (bin-packing) the table, or the partitions ``where`` selects."""
+
+    def optimize() -> Any:
+        builder = DeltaTable.forPath(ctx.spark, path).optimize()
+        if where is not None:
+            builder = builder.where(where)
+        return builder.executeCompaction().select("metrics.*").first()
+
+    metrics = retry_on_conflict(optimize, f"OPTIMIZE {path}")
+    if metrics is None:
+        return {"files_added": 0, "files_removed": 0, "bytes_rewritten": 0}
+    return {
+        "files_added": int(metrics["numFilesAdded"]),
+        "files_removed": int(metrics["numFilesRemoved"]),
+        "bytes_rewritten": int(metrics["filesRemoved"]["totalSize"] or 0),
+    }
+
+
+def vacuum(ctx: JobContext, path: str, hours: float) -> int:
+    """VACUUM the table (Delta's retention check stays on); how many files it deleted, from
+    the ``VACUUM END`` commit that Delta logs."""
+    table = DeltaTable.forPath(ctx.spark, path)
+    before = _version(table)
+    ctx.spark.sql(f"VACUUM delta.{apply.quoted(path)} RETAIN {hours} HOURS")
+    ends = (
+        table.history(20)
+        .where((F.col("version") > before) & (F.col("operation") == "VACUUM END"))
+        .select(F.col("operationMetrics")["numDeletedFiles"].cast("bigint").alias("n"))
+        .collect()
+    )
+    return sum(int(r["n"] or 0) for r in ends)
+
+
+def _version(table: DeltaTable) -> int:
+    row = table.history(1).select("version").first()
+    return int(row["version"]) if row is not None else -1
+
+
+def maintain_table(
+    ctx: JobContext, path: str, vacuum_hours: float, where: str | None = None, **extra: int
+) -> dict[str, Any]:
+    before = detail(ctx, path)
+    compacted = compact(ctx, path, where)
+    vacuumed = vacuum(ctx, path, vacuum_hours)
+    after = detail(ctx, path)
+    return {
+        **extra,
+        "files_before": before["files"],
+        "files_after": after["files"],
+        "bytes_before": before["bytes"],
+        "bytes_after": after["bytes"],
+        **compacted,
+        "files_vacuumed": vacuumed,
+    }
+
+
+def run(ctx: JobContext, args: Any) -> dict[str, Any]:
+    source = args.source
+    specs = parse_tables(args.ddl, args.default_schema)
+    retention = dt.timedelta(seconds=args.tombstone_retention_seconds)
+    resolved = apply.parse_resolved(read_text(ctx, ctx.warehouse.resolved_file(source)))
+    stats: dict[str, Any] = {"job": JOB_NAME, "source": source, "batch_id": ctx.batch_id}
+    tables: dict[str, Any] = {}
+    for spec in specs:
+        path = ctx.warehouse.target(spec.table)
+        if not table_exists(ctx.spark, path):
+            continue
+        purged = retry_on_conflict(
+            partial(apply.purge_tombstones, ctx.spark, path, resolved, retention),
+            f"tombstone purge of {path}",
+        )
+        tables[spec.table.qualified] = maintain_table(
+            ctx, path, args.vacuum_retention_hours, tombstones_purged=purged
+        )
+    wh = ctx.warehouse
+    mine = f"source = '{source}'"  # a plain name (source_name), safe to quote
+    for name, path in (
+        ("_cdc.raw", wh.raw),
+        ("_cdc.ledger", wh.ledger),
+        ("_cdc.quarantine", wh.quarantine),
+        ("_cdc.pending", wh.pending),
+    ):
+        if table_exists(ctx.spark, path):
+            tables[name] = maintain_table(ctx, path, args.vacuum_retention_hours, where=mine)
+    stats["tables"] = tables
+    stats["resolved_ts"] = resolved.isoformat() if resolved else None
+    log.info("maintained %d tables of %s", len(tables), source)
+    write_stats(args.stats_file, stats)
+    return stats
+
+
+def vacuum_hours(value: str) -> float:
+    """A VACUUM retention in hours, at least Delta's safety floor."""
+    try:
+        hours = float(value)
+    except ValueError:
+        hours = float("nan")
+    if not hours >= MIN_VACUUM_HOURS:
+        raise argparse.ArgumentTypeError(
+            f"VACUUM retention must be >= {MIN_VACUUM_HOURS} hours, got {value!r}"
+        )
+    return hours
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = base_parser(__doc__)
+    parser.add_argument(
+        "--source", required=True, type=source_name, help="the source whose tables to keep"
+    )
+    parser.add_argument("--ddl", required=True, help="CREATE TABLE statements of the targets")
+    parser.add_argument("--default-schema", default="public")
+    parser.add_argument(
+        "--tombstone-retention-seconds",
+        type=float,
+        default=86400.0,
+        help="how long past the resolved timestamp tombstones are kept",
+    )
+    parser.add_argument(
+        "--vacuum-retention-hours",
+        type=vacuum_hours,
+        default=MIN_VACUUM_HOURS,
+        help=f"VACUUM keeps files younger than this (>= {MIN_VACUUM_HOURS})",
+    )
+    args = parser.parse_args(argv)
+    ctx = start(JOB_NAME, JOB_VERSION, args)
+    return run(ctx, args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,113 @@
+"""The maintenance job: tombstones past retention purged, files compacted, nothing else
+changed (live rows, the ledger's accounting), and a second run finds nothing to do."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_cdc.demo.dsql_stream import DDL, generate, write_ndjson
+from spark_jobs import ledger, maintain
+from tests.spark.pipeline import land_dump, process
+
+pytestmark = pytest.mark.spark
+
+START_NS = 1_767_225_600_000_000_000
+SPAN_S = 3000
+TABLES = ("customers", "order_items")
+
+
+def rows(spark: Any, warehouse: str, table: str) -> dict[str, list[dict[str, Any]]]:
+    frame = spark.read.format("delta").load(f"{warehouse}/public/{table}")
+    found: dict[str, list[dict[str, Any]]] = {"live": [], "tombstones": []}
+    for row in frame.collect():
+        found["tombstones" if row["_cdc_deleted"] else "live"].append(row.asDict())
+    for kind in found:
+        found[kind].sort(key=lambda r: r["_cdc_record_id"])
+    return found
+
+
+def same(left: list[dict[str, Any]], right: list[dict[str, Any]]) -> bool:
+    """Rows equal value by value (NaN equals NaN)."""
+    return [repr(r) for r in left] == [repr(r) for r in right]
+
+
+def maintain_run(warehouse: str, retention: float) -> dict[str, Any]:
+    return maintain.main(
+        [
+            *("--warehouse", warehouse, "--batch-id", "m1", "--source", "dump"),
+            *("--ddl", DDL, "--tombstone-retention-seconds", str(retention)),
+        ]
+    )
+
+
+def test_maintenance_purges_old_tombstones_and_compacts_only(
+    spark: Any, warehouse: str, tmp_path: Path
+) -> None:
+    stream = generate(500, seed=5, start_ns=START_NS, span_ns=SPAN_S * 10**9)
+    half = len(stream.deliveries) // 2
+    for batch, part in (("b1", stream.deliveries[:half]), ("b2", stream.deliveries[half:])):
+        write_ndjson(part, str(tmp_path / batch), files=2)
+        land_dump(warehouse, str(tmp_path / batch), batch)
+        process(warehouse, batch)
+    before = {t: rows(spark, warehouse, t) for t in TABLES}
+    accounting = ledger.accounting(
+        spark,
+        spark.read.format("delta").load(f"{warehouse}/_cdc/raw").where("kind = 'record'"),
+        f"{warehouse}/_cdc/ledger",
+        "dump",
+        "b1",
+    )
+    state = json.loads(Path(warehouse, "_cdc", "resolved", "dump.json").read_text())
+    resolved = dt.datetime.fromisoformat(state["resolved_ts"])
+    # The purge horizon falls in the middle of the stream's commit times.
+    horizon = dt.datetime.fromtimestamp(START_NS / 1e9 + SPAN_S / 2, dt.UTC)
+    retention = (resolved - horizon).total_seconds()
+
+    stats = maintain_run(warehouse, retention)
+
+    for table in TABLES:
+        after = rows(spark, warehouse, table)
+        assert same(after["live"], before[table]["live"])
+        kept = [
+            r
+            for r in before[table]["tombstones"]
+            if r["_cdc_commit_ts"].replace(tzinfo=dt.UTC) >= horizon
+        ]
+        assert same(after["tombstones"], kept)
+        report = stats["tables"][f"public.{table}"]
+        assert report["tombstones_purged"] == len(before[table]["tombstones"]) - len(kept)
+        assert report["files_before"] > 1 and report["files_after"] == 1
+        assert report["files_vacuumed"] == 0  # every file is younger than 7 days
+    assert any(stats["tables"][f"public.{t}"]["tombstones_purged"] > 0 for t in TABLES)
+    raw = stats["tables"]["_cdc.raw"]
+    assert raw["files_removed"] > 0 and raw["files_after"] < raw["files_before"]
+    assert (
+        ledger.accounting(
+            spark,
+            spark.read.format("delta").load(f"{warehouse}/_cdc/raw").where("kind = 'record'"),
+            f"{warehouse}/_cdc/ledger",
+            "dump",
+            "b1",
+        )
+        == accounting
+    )
+
+    again = maintain_run(warehouse, retention)
+    for report in again["tables"].values():
+        assert report.get("tombstones_purged", 0) == 0
+        assert report["files_removed"] == 0 and report["bytes_rewritten"] == 0
+
+
+def test_vacuum_below_deltas_safety_floor_is_refused(warehouse: str) -> None:
+    with pytest.raises(SystemExit):
+        maintain.main(
+            [
+                *("--warehouse", warehouse, "--batch-id", "m1", "--source", "dump"),
+                *("--ddl", DDL, "--vacuum-retention-hours", "1"),
+            ]
+        )
