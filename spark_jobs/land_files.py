@@ -32,10 +32,11 @@ import binascii
 import datetime as dt
 import json
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import fsspec
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
 from airflow_cdc.core.events import Message
@@ -69,7 +70,7 @@ from spark_jobs.landing import (
 from spark_jobs.ledger import union_all
 
 JOB_NAME = "land_files"
-JOB_VERSION = "1.1.0"
+JOB_VERSION = "1.2.0"
 LAYOUTS = ("kinesis", "kafka", "lines")
 LINE_WIDTH = 20
 SUFFIXES = (".ndjson", ".jsonl", ".json", ".txt", ".RESOLVED")
@@ -273,61 +274,74 @@ def list_files(path: str) -> list[str]:
     return sorted(prefix + p for p in found)
 
 
-def numbered_lines(ctx: JobContext, tasks: list[ShardTask]) -> tuple[DataFrame, dict[str, int]]:
-    """The lines of the tasks' files after their checkpoints (``shard_id``, ``number``,
-    ``line``), and each file's number of lines.
+# Conf that makes a file one Spark partition, read by one line reader from its start.
+WHOLE_FILES = {
+    "spark.sql.files.maxPartitionBytes": str(2**62),
+    "spark.sql.files.minPartitionNum": "1",
+}
+# Columns of numbered dump lines that are not raw table columns.
+LINE_COLUMNS = ("_number", "_block", "_blank")
 
-    Spark's line reader splits a large file into blocks read in parallel (a line belongs to
-    the block it starts in; ``\\n``, ``\\r\\n`` and ``\\r`` end a line; blank lines count, a
-    final line ending adds none). A line's number is its index within its block plus the
-    lines of the file's blocks before it: one pass counts each block's lines, the second reads
-    the same listing (a file that grows in between lands its new lines next time).
+
+@contextmanager
+def session_conf(spark: SparkSession, conf: dict[str, str]) -> Iterator[None]:
+    """``conf`` set on the session for the block, then restored."""
+    before: dict[str, str | None] = {key: spark.conf.get(key, None) for key in conf}
+    for key, value in conf.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, old in before.items():
+            if old is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, old)
+
+
+def numbered_lines(ctx: JobContext, tasks: list[ShardTask]) -> DataFrame:
+    """Every line of the tasks' files after their checkpoints: ``shard_id``, ``number``
+    (1-based; blank lines count, ``\\n``, ``\\r\\n`` and ``\\r`` end a line, a final line
+    ending adds none), ``block`` (where the file's Spark partition starts) and ``line``.
+
+    Each file must be read as one partition (run the plan under :data:`WHOLE_FILES`): a
+    line's number is then its index in the partition. :func:`check_numbering` verifies it.
     """
     reads = [
-        ctx.spark.read.text(task.shard_id).select(
+        ctx.spark.read.text(task.shard_id)
+        .select(
             F.lit(task.shard_id).alias("shard_id"),
+            (F.monotonically_increasing_id() + 1).alias("number"),
             F.col("_metadata.file_block_start").alias("block"),
-            # Consecutive within a Spark partition, hence within a block.
-            F.monotonically_increasing_id().alias("id"),
             F.col("value").alias("line"),
         )
+        .where(F.col("number") > int(task.after_sequence or 0))
         for task in tasks
     ]
-    lines = union_all(reads)
-    blocks = (
-        lines.groupBy("shard_id", "block")
-        .agg(F.min("id").alias("first"), F.count(F.lit(1)).alias("lines"))
-        .orderBy("shard_id", "block")
-        .collect()
-    )
-    totals: dict[str, int] = {}
-    starts = []
-    for row in blocks:
-        before = totals.get(row["shard_id"], 0)
-        starts.append((row["shard_id"], row["block"], row["first"], before))
-        totals[row["shard_id"]] = before + row["lines"]
-    after = {task.shard_id: int(task.after_sequence or 0) for task in tasks}
-    offsets = ctx.spark.createDataFrame(
-        [(*start, after[start[0]], totals[start[0]]) for start in starts],
-        "shard_id STRING, block BIGINT, first BIGINT, before BIGINT, after BIGINT, total BIGINT",
-    )
-    number = F.col("id") - F.col("first") + F.col("before") + 1
-    numbered = (
-        lines.join(F.broadcast(offsets), ["shard_id", "block"])
-        .select("shard_id", number.alias("number"), "line", "after", "total")
-        .where((F.col("number") > F.col("after")) & (F.col("number") <= F.col("total")))
-        .drop("after", "total")
-    )
-    return numbered, totals
+    return union_all(reads)
 
 
-def kinesis_dump_records(
-    ctx: JobContext, source: str, tasks: list[ShardTask]
-) -> tuple[DataFrame, dict[str, int]]:
+def check_numbering(summary: dict[str, Row], tasks: list[ShardTask]) -> None:
+    """Fail, before anything commits, unless every file was read whole from its first line
+    (its lines after the checkpoint numbered without a gap)."""
+    for task in tasks:
+        row = summary.get(task.shard_id)
+        if row is None:
+            continue
+        after = int(task.after_sequence or 0)
+        if row["blocks"] != 0 or row["lines"] != row["last"] - after:
+            raise RuntimeError(
+                f"{task.shard_id} was not read as one partition from its first line"
+                f" ({row['lines']} lines after line {after}, the last numbered {row['last']});"
+                " nothing was landed"
+            )
+
+
+def kinesis_dump_records(ctx: JobContext, source: str, tasks: list[ShardTask]) -> DataFrame:
     """The records of Kinesis-layout dump files after their checkpoints, read and decoded in
-    the JVM (the rules of :func:`parse_line`), and each file's number of lines; blank lines
-    are numbered and land nothing."""
-    numbered, totals = numbered_lines(ctx, tasks)
+    the JVM (the rules of :func:`parse_line`): raw table rows plus :data:`LINE_COLUMNS`, one
+    row per line (blank ones are marked ``_blank`` and land nothing)."""
+    numbered = numbered_lines(ctx, tasks)
     doc = F.try_parse_json("line")
     kind = F.schema_of_variant(doc)
     data = F.try_variant_get(doc, "$.Data", "variant")
@@ -360,7 +374,7 @@ def kinesis_dump_records(
         )
     )
     good = error.isNull()
-    return numbered.where(F.trim("line") != "").select(
+    return numbered.select(
         F.concat(F.lit("file:"), "shard_id", F.lit("#"), F.col("number").cast("string")).alias(
             "record_id"
         ),
@@ -382,7 +396,10 @@ def kinesis_dump_records(
         F.lit(RECORD).alias("kind"),
         F.lit(None).cast("boolean").alias("shard_closed"),
         F.lit(None).cast("timestamp").alias("horizon_ts"),
-    ), totals
+        F.col("number").alias("_number"),
+        F.col("block").alias("_block"),
+        (~F.col("line").rlike(r"\S")).alias("_blank"),
+    )
 
 
 def land_kinesis_dumps(
@@ -398,18 +415,27 @@ def land_kinesis_dumps(
     run = run_name(ctx)
     if not tasks:
         return commit(ctx, source, tasks, None, dict(checkpoints), land_seq, lateness, run)
-    records, lines = kinesis_dump_records(ctx, source, tasks)
-    records = records.localCheckpoint()
-    newest = {
-        r["shard_id"]: r["newest"]
-        for r in records.groupBy("shard_id").agg(F.max("arrival_ts").alias("newest")).collect()
+    with session_conf(ctx.spark, WHOLE_FILES):
+        lines = kinesis_dump_records(ctx, source, tasks).localCheckpoint()
+    summary = {
+        r["shard_id"]: r
+        for r in lines.groupBy("shard_id")
+        .agg(
+            F.max("_number").alias("last"),
+            F.count(F.lit(1)).alias("lines"),
+            F.max("_block").alias("blocks"),
+            F.max(F.when(~F.col("_blank"), F.col("arrival_ts"))).alias("newest"),
+        )
+        .collect()
     }
+    check_numbering(summary, tasks)
+    records = lines.where(~F.col("_blank")).drop(*LINE_COLUMNS)
     progress = dict(checkpoints)
     for task in tasks:
-        last = lines.get(task.shard_id, 0)
-        # A file that shrank keeps its checkpoint: only new lines after it ever land.
-        final = str(last) if last > int(task.after_sequence or 0) else task.after_sequence
-        horizon = newest.get(task.shard_id)
+        found = summary.get(task.shard_id)
+        # A file without new lines (or that shrank) keeps its checkpoint.
+        final = str(found["last"]) if found is not None else task.after_sequence
+        horizon = found["newest"] if found is not None else None
         before = checkpoints.get(task.shard_id)
         horizon_us = (
             to_micros(horizon)

@@ -41,32 +41,32 @@ def test_a_growing_dump_file_lands_every_line_once(
     spark: Any, warehouse: str, tmp_path: Path
 ) -> None:
     dump = tmp_path / "shard-000.ndjson"
-    # Line 2 is blank, line 4 ends with CRLF: neither lands, both are counted.
-    dump.write_text(f"{kinesis_line(1)}\n\n{kinesis_line(3)}\r\n")
+    # Lines 2 (empty) and 4 (a tab) are blank: counted, not landed; line 3 ends with CRLF.
+    dump.write_text(f"{kinesis_line(1)}\n\n{kinesis_line(3)}\r\n\t\n")
     land_dump(warehouse, str(dump), "b1")
     with dump.open("a") as f:
-        f.write(f"{kinesis_line(4)}\n{kinesis_line(5)}\n")
+        f.write(f"{kinesis_line(5)}\n{kinesis_line(6)}\n")
     land_dump(warehouse, str(dump), "b2")
     land_dump(warehouse, str(dump), "b3")  # nothing new
 
     expected = [
         ("1", "b1", '{"n": 1}'),
         ("3", "b1", '{"n": 3}'),
-        ("4", "b2", '{"n": 4}'),
         ("5", "b2", '{"n": 5}'),
+        ("6", "b2", '{"n": 6}'),
     ]
     assert landed(spark, warehouse) == expected
     state = json.loads(Path(warehouse, "_cdc", "resolved", "dump.json").read_text())
-    assert state["shards"][str(dump)]["sequence_number"] == "5"
+    assert state["shards"][str(dump)]["sequence_number"] == "6"
 
 
-def test_line_numbers_hold_across_the_blocks_of_a_split_file(
+def test_line_numbers_do_not_depend_on_the_sessions_split_size(
     spark: Any, warehouse: str, tmp_path: Path
 ) -> None:
     dump = tmp_path / "shard-000.ndjson"
     dump.write_text("".join(f"{kinesis_line(n)}\n" for n in range(1, 301)))
     before = spark.conf.get("spark.sql.files.maxPartitionBytes")
-    spark.conf.set("spark.sql.files.maxPartitionBytes", "4096")  # about 20 blocks
+    spark.conf.set("spark.sql.files.maxPartitionBytes", "4096")  # would cut it in 20
     try:
         land_dump(warehouse, str(dump), "b1")
     finally:
