@@ -11,7 +11,10 @@ Spark session (local[*]) times:
   the least any pipeline that lands the records durably must do;
 * the AUTO CDC baseline (DSQL): Spark 4.2's open-source AUTO CDC SCD1 algorithm on the
   ``full`` records, ported to Delta (``scripts/baselines.py``);
-* land (files) and apply_changes, each as its job's main() on the same session.
+* land (files) and apply_changes, each as its job's main() on the same session;
+* growth: --growth-batches successive batches of --growth-changes DSQL changes into one
+  warehouse, each landed and applied and timed (the tenth against the second: bookkeeping
+  that follows the batch, not the history, keeps them equal).
 
 It prints records/s per stage and end to end, one line per ratio (baseline time over the
 project's end-to-end time, higher is faster), and the peak resident memory of the whole
@@ -27,6 +30,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -150,6 +154,37 @@ def run(spark, fmt: str, args: argparse.Namespace) -> bool:  # type: ignore[no-u
     return balanced
 
 
+def growth(spark: Any, args: argparse.Namespace) -> None:
+    """Successive DSQL batches into one warehouse: does a batch cost more as history grows?"""
+    from spark_jobs import apply_changes, land_files
+
+    batches, changes = args.growth_batches, args.growth_changes
+    work = Path(args.work) / "growth"
+    shutil.rmtree(work, ignore_errors=True)
+    stream = generate(changes * batches, seed=2, customers=50_000, orders=200_000)
+    size = -(-len(stream.deliveries) // batches)
+    warehouse = str(work / "warehouse")
+    print(
+        f"\ngrowth: {batches} batches of {changes:,} changes (about {size:,} records) into one"
+        " warehouse, land + apply_changes per batch"
+    )
+    print(f"{'batch':<8}{'seconds':>10}{'records/s':>14}")
+    seconds = []
+    for number in range(1, batches + 1):
+        part = stream.deliveries[(number - 1) * size : number * size]
+        dump = str(work / f"dump-{number:02d}")
+        write_ndjson(part, dump, files=args.files)
+        common = ["--warehouse", warehouse, "--batch-id", f"g{number:02d}", "--source", "growth"]
+        started = time.perf_counter()
+        land_files.main([*common, "--path", dump, "--layout", "kinesis"])
+        apply_changes.main([*common, "--format", "dsql", "--ddl", DDL])
+        seconds.append(time.perf_counter() - started)
+        print(f"{number:<8}{seconds[-1]:>10.1f}{len(part) / seconds[-1]:>14,.0f}")
+    if batches >= 10:
+        print(f"tenth batch / second batch = {seconds[9] / seconds[1]:.2f} (goal <= 1.2)")
+    shutil.rmtree(work, ignore_errors=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument(
@@ -166,6 +201,13 @@ def main() -> int:
     )
     parser.add_argument("--files", type=int, default=8, help="dump files (parallel shards)")
     parser.add_argument("--work", default=str(REPO / ".cache" / "bench"))
+    parser.add_argument(
+        "--growth-batches",
+        type=int,
+        default=10,
+        help="successive DSQL batches into one warehouse, timed each (0: skip)",
+    )
+    parser.add_argument("--growth-changes", type=int, default=20_000, help="changes per batch")
     args = parser.parse_args()
     formats = args.format or ["dsql"]
     if "all" in formats:
@@ -175,6 +217,8 @@ def main() -> int:
 
     spark = get_session("airflow-cdc-bench", master="local[*]")
     results = {fmt: run(spark, fmt, args) for fmt in formats}
+    if args.growth_batches > 0:
+        growth(spark, args)
     spark.stop()
     return 0 if all(results.values()) else 1
 

@@ -28,6 +28,7 @@ from spark_jobs import apply, ledger, reassemble, resolve
 from spark_jobs.common import (
     RECORD,
     JobContext,
+    add_table_arguments,
     base_parser,
     fault_point,
     read_text,
@@ -285,8 +286,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "--source", required=True, type=source_name, help="the landed source to apply"
     )
     parser.add_argument("--format", default="dsql", help="the records' format")
-    parser.add_argument("--ddl", required=True, help="CREATE TABLE statements of the targets")
-    parser.add_argument("--default-schema", default="public")
+    add_table_arguments(parser)
     parser.add_argument(
         "--max-pending-age-seconds",
         type=float,

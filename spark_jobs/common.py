@@ -6,6 +6,7 @@ import argparse
 import json
 import logging
 import os
+import random
 import re
 import time
 import uuid
@@ -128,6 +129,12 @@ def base_parser(description: str | None) -> argparse.ArgumentParser:
     return parser
 
 
+def add_table_arguments(parser: argparse.ArgumentParser) -> None:
+    """The target tables of a source: ``--ddl`` and ``--default-schema``."""
+    parser.add_argument("--ddl", required=True, help="CREATE TABLE statements of the targets")
+    parser.add_argument("--default-schema", default="public")
+
+
 def batch_id(value: str) -> str:
     """A batch id names an interval (``2026-01-01T01:00:00+00:00``); it is quoted into
     predicates, so only the characters of such names are allowed."""
@@ -186,21 +193,25 @@ def fault_point(name: str) -> None:
 
 def retry_on_conflict(step: Callable[[], T], what: str, attempts: int = CONFLICT_ATTEMPTS) -> T:
     """Run the Delta transaction ``step``; when a concurrent writer committed first (Delta's
-    conflict exceptions only), run it again on the new snapshot, up to ``attempts`` times in
-    all. Only for steps that are safe to repeat (guarded MERGE, OPTIMIZE, DELETE)."""
+    conflict exceptions only), run it again on the new snapshot after a growing, jittered
+    pause, up to ``attempts`` times in all. Only for steps that are safe to repeat (guarded
+    MERGE, OPTIMIZE, DELETE)."""
     for attempt in range(1, attempts + 1):
         try:
             return step()
         except COMMIT_CONFLICTS as err:
             if attempt == attempts:
                 raise
+            pause = min(30.0, 2.0**attempt) * random.uniform(0.5, 1.5)
             log.warning(
-                "%s met a concurrent commit (%s), attempt %d of %d: retrying",
+                "%s met a concurrent commit (%s), attempt %d of %d: retrying in %.1fs",
                 what,
                 type(err).__name__,
                 attempt,
                 attempts,
+                pause,
             )
+            time.sleep(pause)
     raise AssertionError("unreachable")
 
 

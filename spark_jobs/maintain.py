@@ -4,15 +4,18 @@ Per declared target table of the source: delete the tombstones (``_cdc_deleted``
 the source's resolved timestamp has passed by the tombstone retention (an older change can
 no longer arrive to be kept out by them), compact small files (Delta ``OPTIMIZE``), then
 ``VACUUM`` the files no version younger than the VACUUM retention references. The source's
-partitions of the bookkeeping tables (``_cdc/raw``, ``ledger``, ``quarantine``, ``pending``)
-are compacted too, and the tables vacuumed.
+partitions of the bookkeeping tables (``_cdc/raw``, ``ledger``, ``quarantine``) are compacted
+too, and the tables vacuumed (``pending``, the open fragment sets, is rewritten by every
+apply run).
 
 Safe beside the CDC jobs: each step is one Delta transaction; when a concurrent writer
-commits first (a MERGE into the table, another source's append), the step is retried on
-the new snapshot (Delta's conflict exceptions only, a few times), never skipped silently.
-An apply job that meets such a conflict does the same. The apply jobs no longer purge
-tombstones themselves: a DELETE over the whole table on every batch cost as much as the
-MERGE, in proportion to the table's size.
+commits first (a MERGE into the table), the step is retried on the new snapshot (Delta's
+conflict exceptions only, a few times, with backoff), never skipped silently. The apply
+job's MERGE does the same; its bookkeeping writes are blind appends, which compaction does
+not conflict with. Run one maintenance task at a time per warehouse (the example DAG chains
+them): VACUUMs of the shared bookkeeping tables would count each other's files. The apply
+jobs no longer purge tombstones themselves: a DELETE over the whole table on every batch
+cost as much as the MERGE, in proportion to the table's size.
 
 Reports per table the files and bytes before and after, the bytes OPTIMIZE rewrote, the
 tombstones purged and the files VACUUM deleted.
@@ -26,12 +29,12 @@ from functools import partial
 from typing import Any
 
 from delta.tables import DeltaTable
-from pyspark.sql import functions as F
 
 from airflow_cdc.core.ddl import parse_tables
 from spark_jobs import apply
 from spark_jobs.common import (
     JobContext,
+    add_table_arguments,
     base_parser,
     log,
     read_text,
@@ -76,23 +79,13 @@ def compact(ctx: JobContext, path: str, where: str | None = None) -> dict[str, i
 
 
 def vacuum(ctx: JobContext, path: str, hours: float) -> int:
-    """VACUUM the table (Delta's retention check stays on); how many files it deleted, from
-    the ``VACUUM END`` commit that Delta logs."""
-    table = DeltaTable.forPath(ctx.spark, path)
-    before = _version(table)
-    ctx.spark.sql(f"VACUUM delta.{apply.quoted(path)} RETAIN {hours} HOURS")
-    ends = (
-        table.history(20)
-        .where((F.col("version") > before) & (F.col("operation") == "VACUUM END"))
-        .select(F.col("operationMetrics")["numDeletedFiles"].cast("bigint").alias("n"))
-        .collect()
-    )
-    return sum(int(r["n"] or 0) for r in ends)
-
-
-def _version(table: DeltaTable) -> int:
-    row = table.history(1).select("version").first()
-    return int(row["version"]) if row is not None else -1
+    """VACUUM the table (Delta's retention check stays on); how many files were eligible
+    (a dry run's list: Delta logs VACUUM's own counts on some file systems only)."""
+    table = f"delta.{apply.quoted(path)}"
+    doomed = ctx.spark.sql(f"VACUUM {table} RETAIN {hours} HOURS DRY RUN").count()
+    if doomed:
+        ctx.spark.sql(f"VACUUM {table} RETAIN {hours} HOURS")
+    return doomed
 
 
 def maintain_table(
@@ -137,7 +130,6 @@ def run(ctx: JobContext, args: Any) -> dict[str, Any]:
         ("_cdc.raw", wh.raw),
         ("_cdc.ledger", wh.ledger),
         ("_cdc.quarantine", wh.quarantine),
-        ("_cdc.pending", wh.pending),
     ):
         if table_exists(ctx.spark, path):
             tables[name] = maintain_table(ctx, path, args.vacuum_retention_hours, where=mine)
@@ -146,6 +138,17 @@ def run(ctx: JobContext, args: Any) -> dict[str, Any]:
     log.info("maintained %d tables of %s", len(tables), source)
     write_stats(args.stats_file, stats)
     return stats
+
+
+def non_negative(value: str) -> float:
+    """A duration in seconds, zero or more."""
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = float("nan")
+    if not seconds >= 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0 seconds, got {value!r}")
+    return seconds
 
 
 def vacuum_hours(value: str) -> float:
@@ -166,11 +169,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument(
         "--source", required=True, type=source_name, help="the source whose tables to keep"
     )
-    parser.add_argument("--ddl", required=True, help="CREATE TABLE statements of the targets")
-    parser.add_argument("--default-schema", default="public")
+    add_table_arguments(parser)
     parser.add_argument(
         "--tombstone-retention-seconds",
-        type=float,
+        type=non_negative,
         default=86400.0,
         help="how long past the resolved timestamp tombstones are kept",
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -28,6 +29,8 @@ class ApplyChangesOperator(SparkJobOperator):
     :param default_schema: Schema of tables declared without one.
     :param max_pending_age_seconds: Stream time after which a fragment set that is still
         incomplete is quarantined, in seconds (> 0).
+    :param tombstone_retention_seconds: Deprecated and ignored: tombstones are purged by
+        :class:`~airflow_cdc.operators.maintain.CdcMaintenanceOperator`.
     """
 
     job = "apply_changes"
@@ -46,9 +49,18 @@ class ApplyChangesOperator(SparkJobOperator):
         record_format: str = "dsql",
         default_schema: str = "public",
         max_pending_age_seconds: float = 3600.0,
+        tombstone_retention_seconds: float | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        if tombstone_retention_seconds is not None:
+            warnings.warn(
+                "ApplyChangesOperator no longer purges tombstones and ignores"
+                " tombstone_retention_seconds: schedule CdcMaintenanceOperator"
+                " (airflow_cdc.operators.maintain) with it instead",
+                DeprecationWarning,
+                stacklevel=2,
+            )
         self.source = source
         self.ddl = ddl
         self.record_format = record_format

@@ -171,6 +171,10 @@ def test_maintenance_arguments_and_delta_safety_floor() -> None:
         *("--source", "src", "--ddl", ddl, "--default-schema", "public"),
         *("--tombstone-retention-seconds", "86400.0", "--vacuum-retention-hours", "168.0"),
     ]
+    with pytest.warns(DeprecationWarning, match="schedule CdcMaintenanceOperator"):
+        ApplyChangesOperator(
+            task_id="a", warehouse="/wh", source="s", ddl=ddl, tombstone_retention_seconds=60
+        )
     with pytest.raises(ValueError, match="vacuum_retention_hours must be >= 168"):
         CdcMaintenanceOperator(
             task_id="m", warehouse="/wh", source="src", ddl=ddl, vacuum_retention_hours=24

@@ -43,12 +43,14 @@ def test_example_dag_parses_without_spark_or_boto3() -> None:
         "assert not bag.import_errors, bag.import_errors;"
         "dag = bag.dags['dsql_to_delta'];"
         "print(sorted((t.task_id, sorted(t.downstream_task_ids)) for t in dag.tasks));"
+        "print(sorted((t.task_id, t.job) for t in bag.dags['cdc_maintenance'].tasks));"
         "print(sorted(m for m in ('pyspark', 'delta', 'boto3') if m in sys.modules))"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout.splitlines()
-    assert out[-2] == str(
+    assert out[-2] == str([("maintain_dsql", "maintain"), ("maintain_kafka", "maintain")])
+    assert out[-3] == str(
         sorted(
             [
                 ("land", ["wait_for_resolved"]),

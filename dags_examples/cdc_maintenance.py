@@ -1,0 +1,52 @@
+"""Hourly maintenance of what ``dsql_to_delta`` and ``kafka_to_delta`` write.
+
+One task per source: purge tombstones the resolved timestamp has passed by a day, compact
+small files (OPTIMIZE) and VACUUM files older than seven days, in the source's target tables
+and its partitions of the bookkeeping tables. Safe to run while the CDC DAGs run (a Delta
+conflict is retried on both sides, never lost) and safe to backfill (each step is
+idempotent: a second run finds nothing to do). What each run did (files before and after,
+bytes rewritten, tombstones purged, files vacuumed) is in the task log and its XCom.
+
+Settings are the CDC DAGs' Airflow Variables: ``cdc_warehouse``, ``cdc_stream``,
+``cdc_topic``. Connection: ``spark_default`` (type ``spark``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from airflow.sdk import DAG, CronDataIntervalTimetable, chain
+
+from airflow_cdc.demo import change_stream, dsql_stream
+from airflow_cdc.operators.maintain import CdcMaintenanceOperator
+
+WAREHOUSE = "{{ var.value.get('cdc_warehouse', '/tmp/airflow-cdc/warehouse') }}"
+SOURCES = {
+    "maintain_dsql": ("{{ var.value.get('cdc_stream', 'dsql-cdc') }}", dsql_stream.DDL),
+    "maintain_kafka": ("{{ var.value.get('cdc_topic', 'items') }}", change_stream.DDL),
+}
+
+with DAG(
+    dag_id="cdc_maintenance",
+    # Half past: away from the CDC DAGs' runs on the hour.
+    schedule=CronDataIntervalTimetable("30 * * * *", timezone="UTC"),
+    start_date=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
+    catchup=False,
+    max_active_runs=1,
+    default_args={"retries": 2, "retry_delay": dt.timedelta(minutes=5)},
+    tags=["cdc", "delta", "maintenance"],
+    doc_md=__doc__,
+) as dag:
+    tasks = [
+        CdcMaintenanceOperator(
+            task_id=task_id,
+            warehouse=WAREHOUSE,
+            source=source,
+            ddl=ddl,
+            tombstone_retention_seconds=86400,
+            vacuum_retention_hours=168,
+        )
+        for task_id, (source, ddl) in SOURCES.items()
+    ]
+    # One at a time: both VACUUM the warehouse's shared bookkeeping tables.
+    chain(*tasks)
