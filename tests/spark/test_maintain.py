@@ -109,3 +109,33 @@ def test_vacuum_below_deltas_safety_floor_is_refused(warehouse: str) -> None:
                 *("--ddl", DDL, "--vacuum-retention-hours", "1"),
             ]
         )
+
+
+def test_conflicts_are_retried_and_other_errors_are_not(monkeypatch: Any) -> None:
+    from delta.exceptions import ConcurrentAppendException
+
+    from spark_jobs import common
+
+    pauses: list[float] = []
+    monkeypatch.setattr(common.time, "sleep", pauses.append)
+    calls: list[int] = []
+
+    def flaky(failures: int, error: Exception) -> Any:
+        def step() -> int:
+            calls.append(1)
+            if len(calls) <= failures:
+                raise error
+            return 7
+
+        return step
+
+    assert common.retry_on_conflict(flaky(2, ConcurrentAppendException("x")), "step") == 7
+    assert len(calls) == 3 and len(pauses) == 2 and pauses[1] > 0
+    calls.clear()
+    with pytest.raises(ConcurrentAppendException):
+        common.retry_on_conflict(flaky(9, ConcurrentAppendException("x")), "step", attempts=3)
+    assert len(calls) == 3
+    calls.clear()
+    with pytest.raises(ValueError):
+        common.retry_on_conflict(flaky(9, ValueError("bad")), "step")
+    assert len(calls) == 1
