@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -140,28 +141,19 @@ def run(ctx: JobContext, args: Any) -> dict[str, Any]:
     return stats
 
 
-def non_negative(value: str) -> float:
-    """A duration in seconds, zero or more."""
-    try:
-        seconds = float(value)
-    except ValueError:
-        seconds = float("nan")
-    if not seconds >= 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0 seconds, got {value!r}")
-    return seconds
+def at_least(minimum: float, unit: str) -> Callable[[str], float]:
+    """An argument type: a number of ``unit`` no smaller than ``minimum``."""
 
+    def parse(value: str) -> float:
+        try:
+            number = float(value)
+        except ValueError:
+            number = float("nan")
+        if not number >= minimum:
+            raise argparse.ArgumentTypeError(f"must be >= {minimum} {unit}, got {value!r}")
+        return number
 
-def vacuum_hours(value: str) -> float:
-    """A VACUUM retention in hours, at least Delta's safety floor."""
-    try:
-        hours = float(value)
-    except ValueError:
-        hours = float("nan")
-    if not hours >= MIN_VACUUM_HOURS:
-        raise argparse.ArgumentTypeError(
-            f"VACUUM retention must be >= {MIN_VACUUM_HOURS} hours, got {value!r}"
-        )
-    return hours
+    return parse
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -172,13 +164,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     add_table_arguments(parser)
     parser.add_argument(
         "--tombstone-retention-seconds",
-        type=non_negative,
+        type=at_least(0.0, "seconds"),
         default=86400.0,
         help="how long past the resolved timestamp tombstones are kept",
     )
     parser.add_argument(
         "--vacuum-retention-hours",
-        type=vacuum_hours,
+        type=at_least(MIN_VACUUM_HOURS, "hours (Delta's VACUUM safety floor)"),
         default=MIN_VACUUM_HOURS,
         help=f"VACUUM keeps files younger than this (>= {MIN_VACUUM_HOURS})",
     )
