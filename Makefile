@@ -49,5 +49,24 @@ bench: setup
 clean:
 	rm -rf $(VENV) $(CACHE) node_modules .pytest_cache .mypy_cache .ruff_cache
 
+KINESIS_PORT ?= 4567
+
+kinesis-up: setup
+	@if [ -f $(CACHE)/kinesis.pid ] && kill -0 $$(cat $(CACHE)/kinesis.pid) 2>/dev/null; then \
+		echo "kinesis-local already running (pid $$(cat $(CACHE)/kinesis.pid))"; \
+	else \
+		nohup $(BIN)/python -m airflow_cdc.demo.kinesis --port $(KINESIS_PORT) \
+			--log $(CACHE)/kinesis-server.log > $(CACHE)/kinesis.log 2>&1 & echo $$! > $(CACHE)/kinesis.pid; \
+		sleep 3; cat $(CACHE)/kinesis.log; \
+	fi
+
+kinesis-down:
+	@if [ -f $(CACHE)/kinesis.pid ]; then \
+		kill $$(cat $(CACHE)/kinesis.pid) 2>/dev/null || true; rm -f $(CACHE)/kinesis.pid; \
+		echo "kinesis-local stopped"; \
+	else \
+		echo "kinesis-local is not running"; \
+	fi
+
 kafka-up: setup
 	$(BIN)/python -m airflow_cdc.demo.kafka
