@@ -14,16 +14,17 @@ Settings are the CDC DAGs' Airflow Variables: ``cdc_warehouse``, ``cdc_stream``,
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import Path
 
 from airflow.sdk import DAG, CronDataIntervalTimetable, chain
 
-from airflow_cdc.demo import change_stream, dsql_stream
 from airflow_cdc.operators.maintain import CdcMaintenanceOperator
 
 WAREHOUSE = "{{ var.value.get('cdc_warehouse', '/tmp/airflow-cdc/warehouse') }}"
+DDL = Path(__file__).parent / "ddl"  # the CDC DAGs' table definitions
 SOURCES = {
-    "maintain_dsql": ("{{ var.value.get('cdc_stream', 'dsql-cdc') }}", dsql_stream.DDL),
-    "maintain_kafka": ("{{ var.value.get('cdc_topic', 'items') }}", change_stream.DDL),
+    "maintain_dsql": ("{{ var.value.get('cdc_stream', 'dsql-cdc') }}", DDL / "dsql_shop.sql"),
+    "maintain_kafka": ("{{ var.value.get('cdc_topic', 'items') }}", DDL / "kafka_items.sql"),
 }
 
 with DAG(
@@ -42,7 +43,7 @@ with DAG(
             task_id=task_id,
             warehouse=WAREHOUSE,
             source=source,
-            ddl=ddl,
+            ddl=ddl.read_text(encoding="utf-8"),
             tombstone_retention_seconds=86400,
             vacuum_retention_hours=168,
         )

@@ -13,14 +13,16 @@ Settings are Airflow Variables (or ``AIRFLOW_VAR_*`` environment variables):
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import Path
 
 from airflow.sdk import DAG, CronDataIntervalTimetable
 
-from airflow_cdc.demo.dsql_stream import DDL
 from airflow_cdc.operators.apply import ApplyChangesOperator
 from airflow_cdc.operators.land import LandKinesisOperator
 from airflow_cdc.sensors.resolved import ResolvedTimestampSensor
 
+# The target tables: CREATE TABLE statements in a file beside the DAG.
+DDL = (Path(__file__).parent / "ddl" / "dsql_shop.sql").read_text(encoding="utf-8")
 WAREHOUSE = "{{ var.value.get('cdc_warehouse', '/tmp/airflow-cdc/warehouse') }}"
 STREAM = "{{ var.value.get('cdc_stream', 'dsql-cdc') }}"
 

@@ -7,21 +7,23 @@ changefeed's own resolved timestamp to pass the interval's end.
 
 Settings are Airflow Variables (or ``AIRFLOW_VAR_*`` environment variables):
 ``cdc_warehouse`` (warehouse root), ``cdc_topic`` (Kafka topic), ``cdc_format`` (record
-format). The tables are the example's ``shop.items``; name yours in ``DDL``. Connections:
-``kafka_default`` (type ``cdc_kafka``) and ``spark_default`` (type ``spark``).
+format). The tables are the example's ``shop.items``, declared in ``ddl/kafka_items.sql``.
+Connections: ``kafka_default`` (type ``cdc_kafka``) and ``spark_default`` (type ``spark``).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import Path
 
 from airflow.sdk import DAG, CronDataIntervalTimetable
 
-from airflow_cdc.demo.change_stream import DDL
 from airflow_cdc.operators.apply import ApplyChangesOperator
 from airflow_cdc.operators.land import LandKafkaOperator
 from airflow_cdc.sensors.resolved import ResolvedTimestampSensor
 
+# The target tables: CREATE TABLE statements in a file beside the DAG.
+DDL = (Path(__file__).parent / "ddl" / "kafka_items.sql").read_text(encoding="utf-8")
 WAREHOUSE = "{{ var.value.get('cdc_warehouse', '/tmp/airflow-cdc/warehouse') }}"
 TOPIC = "{{ var.value.get('cdc_topic', 'items') }}"
 FORMAT = "{{ var.value.get('cdc_format', 'cockroachdb') }}"

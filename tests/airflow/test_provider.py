@@ -4,6 +4,7 @@ import importlib
 from importlib.metadata import entry_points
 
 import airflow_cdc
+from tests.conftest import REPO
 
 
 def test_provider_entry_point_is_registered() -> None:
@@ -60,3 +61,12 @@ def test_example_dag_parses_without_spark_or_boto3() -> None:
         )
     )
     assert out[-1] == "[]"
+
+
+def test_example_dags_declare_the_demo_streams_tables() -> None:
+    from airflow_cdc.core.ddl import parse_tables
+    from airflow_cdc.demo import change_stream, dsql_stream
+
+    ddl = REPO / "dags_examples" / "ddl"
+    for name, demo in (("dsql_shop.sql", dsql_stream.DDL), ("kafka_items.sql", change_stream.DDL)):
+        assert parse_tables((ddl / name).read_text(encoding="utf-8")) == parse_tables(demo)
