@@ -182,9 +182,9 @@ def fault_point(name: str) -> None:
         log.error("fault injection: dying at %s", name)
         os._exit(137)
     barrier = os.environ.get("AIRFLOW_CDC_BARRIER", "")
-    point, _, rest = barrier.partition(":")
-    if point == name and rest:
-        directory, _, parties = rest.rpartition(":")
+    # Point names contain colons themselves: match the name, then split the rest.
+    if barrier.startswith(f"{name}:"):
+        directory, _, parties = barrier[len(name) + 1 :].rpartition(":")
         Path(directory, str(os.getpid())).touch()
         deadline = time.monotonic() + 300
         while len(os.listdir(directory)) < int(parties) and time.monotonic() < deadline:

@@ -37,6 +37,7 @@ from spark_jobs.common import (
     JobContext,
     add_table_arguments,
     base_parser,
+    fault_point,
     log,
     read_text,
     retry_on_conflict,
@@ -69,6 +70,7 @@ def compact(ctx: JobContext, path: str, where: str | None = None) -> dict[str, i
             builder = builder.where(where)
         return builder.executeCompaction().select("metrics.*").first()
 
+    fault_point("maintain:before_compact")
     metrics = retry_on_conflict(optimize, f"OPTIMIZE {path}")
     if metrics is None:
         return {"files_added": 0, "files_removed": 0, "bytes_rewritten": 0}

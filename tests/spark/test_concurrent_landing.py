@@ -57,6 +57,7 @@ def test_the_losing_run_is_a_clean_no_op(spark: Any, tmp_path: Path) -> None:
         _, stderr = run.communicate(timeout=600)
         assert run.returncode == 0, stderr[-3000:]
 
+    assert len(os.listdir(barrier)) == 2  # both runs reached the barrier: they did race
     stats = [json.loads(path.read_text()) for path in stats_files]
     winners = [s for s in stats if "skipped" not in s]
     losers = [s for s in stats if "skipped" in s]

@@ -139,3 +139,60 @@ def test_conflicts_are_retried_and_other_errors_are_not(monkeypatch: Any) -> Non
     with pytest.raises(ValueError):
         common.retry_on_conflict(flaky(9, ValueError("bad")), "step")
     assert len(calls) == 1
+
+
+@pytest.mark.slow
+def test_compaction_while_an_apply_runs(
+    spark: Any, warehouse: str, tmp_path: Path, monkeypatch: Any
+) -> None:
+    """The apply job (its own process) and the maintenance job (this one) are held at a
+    barrier, the apply just before its MERGEs and the maintenance just before compacting the
+    same table, then released together: both finish, and the tables are exact."""
+    import os
+    import subprocess
+    import sys
+
+    from airflow_cdc.demo.dsql_stream import differences
+    from spark_jobs.ledger import STATUSES
+    from tests.conftest import REPO
+    from tests.spark.pipeline import live_rows
+
+    stream = generate(400, seed=21)
+    half = len(stream.deliveries) // 2
+    write_ndjson(stream.deliveries[:half], str(tmp_path / "b1"), files=2)
+    land_dump(warehouse, str(tmp_path / "b1"), "b1")
+    process(warehouse, "b1")
+    write_ndjson(stream.deliveries[half:], str(tmp_path / "b2"), files=2)
+    land_dump(warehouse, str(tmp_path / "b2"), "b2")
+    barrier = tmp_path / "barrier"
+    barrier.mkdir()
+    stats_file = tmp_path / "apply.json"
+    apply_run = subprocess.Popen(
+        [
+            sys.executable,
+            str(REPO / "spark_jobs" / "apply_changes.py"),
+            *("--warehouse", warehouse, "--batch-id", "b2", "--source", "dump"),
+            *("--ddl", DDL, "--stats-file", str(stats_file)),
+        ],
+        env={
+            **os.environ,
+            "PYTHONPATH": str(REPO),
+            "AIRFLOW_CDC_BARRIER": f"apply:before_merge:{barrier}:2",
+        },
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    monkeypatch.setenv("AIRFLOW_CDC_BARRIER", f"maintain:before_compact:{barrier}:2")
+    # A retention of ten years keeps every tombstone: no purge changes the expected state.
+    maintained = maintain_run(warehouse, 10 * 365 * 86400.0)
+    _, stderr = apply_run.communicate(timeout=900)
+    assert apply_run.returncode == 0, stderr[-3000:]
+
+    assert len(os.listdir(barrier)) == 2  # both reached the barrier: they did race
+    assert maintained["tables"]["public.customers"]["files_after"] >= 1
+    accounting = json.loads(stats_file.read_text())["accounting"]
+    assert accounting["unprocessed"] == 0
+    assert sum(accounting[s] for s in STATUSES) == accounting["landed"]
+    for table in TABLES:
+        assert differences(stream, table, live_rows(spark, warehouse, table)) == []
