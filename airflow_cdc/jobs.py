@@ -19,6 +19,9 @@ import airflow_cdc
 # delta-spark 4.4.0 is built for Spark 4.2 (artifact suffix _4.2_2.13).
 DELTA_PACKAGE = "io.delta:delta-spark_4.2_2.13:4.4.0"
 JOBS = ("land_kinesis", "land_kafka", "land_files", "apply_changes", "maintain")
+# Delta's floor for VACUUM (``delta.deletedFileRetentionDuration``'s default): a shorter
+# retention could delete files that a running reader or writer still needs.
+MIN_VACUUM_RETENTION_HOURS = 168.0
 _PACKAGE_ROOT = Path(airflow_cdc.__file__).resolve().parent
 _REPO_ROOT = _PACKAGE_ROOT.parent
 _SHIPPED = ("airflow_cdc/__init__.py", "airflow_cdc/jobs.py", "airflow_cdc/core", "spark_jobs")

@@ -19,8 +19,6 @@ the first key column as a target-only predicate, which Delta uses to skip files.
 
 from __future__ import annotations
 
-import datetime as dt
-import json
 import logging
 from typing import Any
 
@@ -213,29 +211,6 @@ def merge(
     )
 
 
-def purge_tombstones(
-    spark: SparkSession, path: str, resolved: dt.datetime | None, retention: dt.timedelta
-) -> int:
-    """Delete tombstones committed before ``resolved - retention``; returns how many (the
-    maintenance job's step)."""
-    if resolved is None:
-        return 0
-    horizon = (resolved - retention).astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
-    deleted = spark.sql(
-        f"DELETE FROM delta.{quoted(path)} WHERE _cdc_deleted"
-        f" AND _cdc_commit_ts < TIMESTAMP '{horizon}+00:00'"
-    ).first()
-    return int(deleted[0]) if deleted is not None else 0
-
-
-def parse_resolved(text: str | None) -> dt.datetime | None:
-    """The resolved timestamp in a landing run's state file, if any."""
-    if not text:
-        return None
-    value = json.loads(text).get("resolved_ts")
-    return dt.datetime.fromisoformat(value) if value else None
-
-
 def apply_table(
     spark: SparkSession,
     path: str,
@@ -243,8 +218,11 @@ def apply_table(
     winners: DataFrame,
     batch_id: str,
 ) -> tuple[DataFrame, dict[str, Any]]:
-    """MERGE ``winners`` into the table at ``path``; (statuses, counts)."""
-    winners = winners.localCheckpoint()
+    """MERGE ``winners`` into the table at ``path``; (statuses, counts).
+
+    ``winners`` is read several times (the status lookup, the key range, the MERGE): it must
+    be materialized, as :func:`spark_jobs.resolve.resolve_table`'s winners are (filters of
+    checkpoints), so that nothing upstream runs again."""
     if winners.isEmpty():
         return winners.sparkSession.createDataFrame(
             [], "record_id STRING, batch_id STRING, status STRING, reason STRING"

@@ -32,6 +32,9 @@ from typing import Any
 from delta.tables import DeltaTable
 
 from airflow_cdc.core.ddl import parse_tables
+from airflow_cdc.core.exceptions import ResolvedTimestampUnavailable
+from airflow_cdc.core.resolved_state import parse_state
+from airflow_cdc.jobs import MIN_VACUUM_RETENTION_HOURS
 from spark_jobs import apply
 from spark_jobs.common import (
     JobContext,
@@ -49,9 +52,29 @@ from spark_jobs.common import (
 
 JOB_NAME = "maintain"
 JOB_VERSION = "1.0.0"
-# Delta's own floor for VACUUM (delta.deletedFileRetentionDuration's default): a shorter
-# retention could delete files that a running reader or writer still needs.
-MIN_VACUUM_HOURS = 168.0
+
+
+def resolved_time(ctx: JobContext, source: str) -> dt.datetime | None:
+    """The source's resolved timestamp, as its last landing run recorded it (if it has)."""
+    text = read_text(ctx, ctx.warehouse.resolved_file(source))
+    try:
+        return parse_state(text) if text else None
+    except ResolvedTimestampUnavailable:
+        return None
+
+
+def purge_tombstones(
+    ctx: JobContext, path: str, resolved: dt.datetime | None, retention: dt.timedelta
+) -> int:
+    """Delete tombstones committed before ``resolved - retention``; returns how many."""
+    if resolved is None:
+        return 0
+    horizon = (resolved - retention).astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+    deleted = ctx.spark.sql(
+        f"DELETE FROM delta.{apply.quoted(path)} WHERE _cdc_deleted"
+        f" AND _cdc_commit_ts < TIMESTAMP '{horizon}+00:00'"
+    ).first()
+    return int(deleted[0]) if deleted is not None else 0
 
 
 def detail(ctx: JobContext, path: str) -> dict[str, int]:
@@ -113,7 +136,7 @@ def run(ctx: JobContext, args: Any) -> dict[str, Any]:
     source = args.source
     specs = parse_tables(args.ddl, args.default_schema)
     retention = dt.timedelta(seconds=args.tombstone_retention_seconds)
-    resolved = apply.parse_resolved(read_text(ctx, ctx.warehouse.resolved_file(source)))
+    resolved = resolved_time(ctx, source)
     stats: dict[str, Any] = {"job": JOB_NAME, "source": source, "batch_id": ctx.batch_id}
     tables: dict[str, Any] = {}
     for spec in specs:
@@ -121,7 +144,7 @@ def run(ctx: JobContext, args: Any) -> dict[str, Any]:
         if not table_exists(ctx.spark, path):
             continue
         purged = retry_on_conflict(
-            partial(apply.purge_tombstones, ctx.spark, path, resolved, retention),
+            partial(purge_tombstones, ctx, path, resolved, retention),
             f"tombstone purge of {path}",
         )
         tables[spec.table.qualified] = maintain_table(
@@ -172,9 +195,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     parser.add_argument(
         "--vacuum-retention-hours",
-        type=at_least(MIN_VACUUM_HOURS, "hours (Delta's VACUUM safety floor)"),
-        default=MIN_VACUUM_HOURS,
-        help=f"VACUUM keeps files younger than this (>= {MIN_VACUUM_HOURS})",
+        type=at_least(MIN_VACUUM_RETENTION_HOURS, "hours (Delta's VACUUM safety floor)"),
+        default=MIN_VACUUM_RETENTION_HOURS,
+        help=f"VACUUM keeps files younger than this (>= {MIN_VACUUM_RETENTION_HOURS})",
     )
     args = parser.parse_args(argv)
     ctx = start(JOB_NAME, JOB_VERSION, args)

@@ -299,7 +299,8 @@ def fold_partials(decoded: DataFrame, keys: list[str]) -> tuple[DataFrame, DataF
 
 
 def resolve_table(decoded: DataFrame, keys: list[str]) -> tuple[DataFrame, list[DataFrame]]:
-    """(winners, losers) of one table's decoded changes, partial updates folded."""
+    """(winners, losers) of one table's decoded changes, partial updates folded; both are
+    filters of materialized frames, cheap to read again."""
     partial_keys = decoded.where(F.col("_cdc_set_columns").isNotNull()).select(*keys)
     if partial_keys.isEmpty():
         winners, losers = resolve_keys(decoded, keys)

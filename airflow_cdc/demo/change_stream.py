@@ -20,15 +20,9 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-DDL = """
-CREATE TABLE shop.items (
-    id BIGINT PRIMARY KEY,
-    name TEXT,
-    qty INT,
-    price NUMERIC(10, 2),
-    updated_at TIMESTAMPTZ
-);
-"""
+from airflow_cdc.demo import example_ddl
+
+DDL = example_ddl("kafka_items.sql")
 FORMATS = ("ydb", "ydb-debezium", "cockroachdb", "arcion", "cdl", "debezium")
 TOPIC = "items"
 # Formats whose source guarantees per-key delivery in commit order (YDB: "changes by the same

@@ -19,40 +19,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_cdc.core.reassembly import checksum, split
+from airflow_cdc.demo import example_ddl
 
-DDL = """
-CREATE TABLE public.customers (
-    id bigint PRIMARY KEY,
-    name text NOT NULL,
-    email varchar(200),
-    balance numeric(12, 2),
-    lifetime numeric,
-    score double precision,
-    ratio real,
-    active boolean,
-    avatar bytea,
-    birthday date,
-    wake_time time,
-    wake_tz timetz,
-    created_at timestamp,
-    updated_at timestamptz,
-    session_len interval,
-    prefs json,
-    external_id uuid,
-    age smallint,
-    visits integer,
-    tags oidvector,
-    owner_oid oid,
-    bio text
-);
-CREATE TABLE public.order_items (
-    order_id INT,
-    item_id INT,
-    quantity INT,
-    price NUMERIC(10, 2),
-    PRIMARY KEY (order_id, item_id)
-);
-"""
+DDL = example_ddl("dsql_shop.sql")
 TABLES = ("customers", "order_items")
 _SPECIAL_NUMERIC = ("NaN", "Infinity", "-Infinity")
 _TS_INFINITY = (9223372036825200000, -9223372036832400000)

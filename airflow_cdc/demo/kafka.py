@@ -137,11 +137,8 @@ def produce(bootstrap: str, messages: list[dict[str, Any]], transactional: bool 
 
 
 if __name__ == "__main__":  # python -m airflow_cdc.demo.kafka: a broker until Ctrl-C
+    from airflow_cdc.demo import serve_until_stopped
+
     with kafka_broker() as servers:
-        print(f"Kafka broker (KRaft) at {servers}; Ctrl-C stops it", flush=True)
-        try:
-            while True:
-                time.sleep(3600)
-        except KeyboardInterrupt:
-            pass
+        serve_until_stopped(f"Kafka broker (KRaft) at {servers}; Ctrl-C stops it")
     os._exit(0)

@@ -131,22 +131,15 @@ def main() -> None:
     """``python -m airflow_cdc.demo.kinesis``: a kinesis-local server until Ctrl-C or SIGTERM
     (``make kinesis-up`` / ``make kinesis-down``)."""
     import argparse
-    import signal
-    import sys
+
+    from airflow_cdc.demo import serve_until_stopped
 
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("--port", type=int, default=4567, help="plain HTTP port on 127.0.0.1")
     parser.add_argument("--log", help="server log file (default: discarded)")
     args = parser.parse_args()
-    # SIGTERM unwinds like Ctrl-C, so that the server process is stopped too.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     with kinesis_local(args.port, args.log) as endpoint:
-        print(f"kinesis-local at {endpoint} (region {REGION}); Ctrl-C stops it", flush=True)
-        try:
-            while True:
-                time.sleep(3600)
-        except KeyboardInterrupt:
-            pass
+        serve_until_stopped(f"kinesis-local at {endpoint} (region {REGION}); Ctrl-C stops it")
 
 
 if __name__ == "__main__":

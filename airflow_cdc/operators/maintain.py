@@ -8,11 +8,8 @@ from typing import Any
 from airflow.sdk import Context
 
 from airflow_cdc.core.ddl import parse_tables
-from airflow_cdc.jobs import check_source
+from airflow_cdc.jobs import MIN_VACUUM_RETENTION_HOURS, check_source
 from airflow_cdc.operators.base import SparkJobOperator
-
-# Delta's default ``delta.deletedFileRetentionDuration``: VACUUM never goes below it.
-MIN_VACUUM_RETENTION_HOURS = 168.0
 
 
 class CdcMaintenanceOperator(SparkJobOperator):

@@ -1,4 +1,5 @@
--- The tables of dsql_to_delta (the demo stream's schema): name yours here.
+-- The tables of the dsql_to_delta example, which its demo stream writes: replace them with yours
+-- in your copy of the DAG.
 CREATE TABLE public.customers (
     id bigint PRIMARY KEY,
     name text NOT NULL,

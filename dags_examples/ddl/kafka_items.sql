@@ -1,4 +1,5 @@
--- The tables of kafka_to_delta (the demo topic's schema): name yours here.
+-- The tables of the kafka_to_delta example, which its demo stream writes: replace them with yours
+-- in your copy of the DAG.
 CREATE TABLE shop.items (
     id BIGINT PRIMARY KEY,
     name TEXT,

@@ -63,10 +63,19 @@ def test_example_dag_parses_without_spark_or_boto3() -> None:
     assert out[-1] == "[]"
 
 
-def test_example_dags_declare_the_demo_streams_tables() -> None:
-    from airflow_cdc.core.ddl import parse_tables
-    from airflow_cdc.demo import change_stream, dsql_stream
+def test_example_dags_declare_the_tables_their_demo_streams_write() -> None:
+    from airflow.dag_processing.dagbag import DagBag
 
-    ddl = REPO / "dags_examples" / "ddl"
-    for name, demo in (("dsql_shop.sql", dsql_stream.DDL), ("kafka_items.sql", change_stream.DDL)):
-        assert parse_tables((ddl / name).read_text(encoding="utf-8")) == parse_tables(demo)
+    from airflow_cdc.core.ddl import parse_tables
+    from airflow_cdc.demo import dsql_stream
+
+    bag = DagBag(str(REPO / "dags_examples"))
+    expected = {
+        ("dsql_to_delta", "apply_changes"): {("public", t) for t in dsql_stream.TABLES},
+        ("kafka_to_delta", "apply_changes"): {("shop", "items")},
+        ("cdc_maintenance", "maintain_dsql"): {("public", t) for t in dsql_stream.TABLES},
+        ("cdc_maintenance", "maintain_kafka"): {("shop", "items")},
+    }
+    for (dag_id, task_id), tables in expected.items():
+        ddl = bag.dags[dag_id].get_task(task_id).ddl
+        assert {(s.table.schema, s.table.name) for s in parse_tables(ddl)} == tables
