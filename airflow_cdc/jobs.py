@@ -22,6 +22,9 @@ JOBS = ("land_kinesis", "land_kafka", "land_files", "apply_changes", "maintain")
 # Delta's floor for VACUUM (``delta.deletedFileRetentionDuration``'s default): a shorter
 # retention could delete files that a running reader or writer still needs.
 MIN_VACUUM_RETENTION_HOURS = 168.0
+# A day: an incomplete fragment set that has waited this long in the open state is
+# quarantined, however the stream moves (a stalled stream does not hold it forever).
+MAX_PENDING_WALL_SECONDS = 86400.0
 _PACKAGE_ROOT = Path(airflow_cdc.__file__).resolve().parent
 _REPO_ROOT = _PACKAGE_ROOT.parent
 _SHIPPED = ("airflow_cdc/__init__.py", "airflow_cdc/jobs.py", "airflow_cdc/core", "spark_jobs")

@@ -37,7 +37,7 @@ from pyspark.sql.types import (
 )
 
 from airflow_cdc.core.ddl import TableSpec
-from spark_jobs.common import fault_point, retry_on_conflict
+from spark_jobs.common import fault_point, quoted, retry_on_conflict
 from spark_jobs.ledger import APPLIED, DUPLICATE, SUPERSEDED
 from spark_jobs.schemas import struct
 
@@ -48,11 +48,6 @@ TARGET_META_DDL = (
 )
 TARGET_PROPERTIES = {"delta.enableDeletionVectors": "true"}
 _RANGE_TYPES = (IntegralType, DecimalType, StringType, DateType, TimestampType, TimestampNTZType)
-
-
-def quoted(name: str) -> str:
-    """A column name as a Spark SQL identifier (backticks doubled)."""
-    return "`" + name.replace("`", "``") + "`"
 
 
 def target_schema(changes: StructType) -> StructType:
@@ -92,13 +87,12 @@ def conform(spark: SparkSession, path: str, schema: StructType) -> None:
         log.info("widened columns %s of %s", [f.name for f in widened], path)
 
 
-def evolve(spark: SparkSession, path: str, changes: DataFrame) -> list[str]:
-    """Add undeclared stream columns to the target; returns every extra column it has."""
-    existing = {f.name for f in DeltaTable.forPath(spark, path).toDF().schema.fields}
-    seen = [r[0] for r in changes.select(F.explode(F.map_keys("_cdc_extra"))).distinct().collect()]
-    added = [StructField(c, StringType()) for c in sorted(seen) if c not in existing]
+def evolve(spark: SparkSession, path: str, changes: DataFrame, added: tuple[str, ...]) -> list[str]:
+    """Add the admitted undeclared stream columns (``added``, see
+    :func:`spark_jobs.resolve.admit_extras`) to the target, as STRING; returns every extra
+    column it has."""
     if added:
-        conform(spark, path, StructType(added))
+        conform(spark, path, StructType([StructField(c, StringType()) for c in added]))
     schema = DeltaTable.forPath(spark, path).toDF().schema
     declared = {f.name for f in changes.schema.fields}
     return [
@@ -123,7 +117,8 @@ def classify(changes: DataFrame, target: DataFrame, keys: list[str]) -> DataFram
     """Status of each change against the current target row of its key.
 
     The change that already produced the target row (a re-run after a crash) counts as
-    applied; another change with the same sequence is a duplicate delivery.
+    applied, whatever sequence this run gave it; another change with the same sequence is a
+    duplicate delivery.
     """
     current = target.select(
         *(F.col(quoted(k)).alias(f"_t_{i}") for i, k in enumerate(keys)),
@@ -135,7 +130,7 @@ def classify(changes: DataFrame, target: DataFrame, keys: list[str]) -> DataFram
     seq, t_seq = F.col("_cdc_sequence"), F.col("_t_seq")
     status = (
         F.when(t_seq.isNull() | (seq > t_seq), F.lit(APPLIED))
-        .when((seq == t_seq) & (F.col("_cdc_record_id") == F.col("_t_record")), F.lit(APPLIED))
+        .when(F.col("_cdc_record_id") == F.col("_t_record"), F.lit(APPLIED))
         .when(seq == t_seq, F.lit(DUPLICATE))
         .otherwise(F.lit(SUPERSEDED))
     )
@@ -217,8 +212,10 @@ def apply_table(
     spec: TableSpec,
     winners: DataFrame,
     batch_id: str,
+    added: tuple[str, ...] = (),
 ) -> tuple[DataFrame, dict[str, Any]]:
-    """MERGE ``winners`` into the table at ``path``; (statuses, counts).
+    """MERGE ``winners`` into the table at ``path``, adding the undeclared columns ``added``
+    first; (statuses, counts).
 
     ``winners`` is read several times (the status lookup, the key range, the MERGE): it must
     be materialized, as :func:`spark_jobs.resolve.resolve_table`'s winners are (filters of
@@ -228,7 +225,7 @@ def apply_table(
             [], "record_id STRING, batch_id STRING, status STRING, reason STRING"
         ), {"changes": 0}
     ensure_target(spark, path, target_schema(winners.schema))
-    extras = evolve(spark, path, winners)
+    extras = evolve(spark, path, winners, added)
     keys = list(spec.primary_key)
     target = spark.read.format("delta").load(path).alias("t")
     statuses = classify(

@@ -16,21 +16,26 @@ and nothing else.
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import dataclass
 from typing import Any
 
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from airflow_cdc.core.columns import MAX_ADDED_COLUMNS, MAX_COLUMNS_PER_RECORD
 from airflow_cdc.core.ddl import TableSpec, parse_tables
 from airflow_cdc.core.exceptions import CdcError
+from airflow_cdc.jobs import MAX_PENDING_WALL_SECONDS
 from spark_jobs import apply, ledger, reassemble, resolve
 from spark_jobs.common import (
     RECORD,
     JobContext,
     add_table_arguments,
+    at_least,
     base_parser,
     fault_point,
+    positive_count,
     read_text,
     source_name,
     start,
@@ -42,7 +47,15 @@ from spark_jobs.parse import parse_records
 JOB_NAME = "apply_changes"
 # Formats whose every change names its schema: an empty schema names no declared table.
 NAMES_SCHEMAS = ("dsql",)
-JOB_VERSION = "2.0.0"
+JOB_VERSION = "2.1.0"
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Bounds on what one change may bring (see :mod:`airflow_cdc.core.columns`)."""
+
+    columns: int = MAX_COLUMNS_PER_RECORD  # columns in one image
+    added_columns: int = MAX_ADDED_COLUMNS  # columns streams may add to a table beyond its DDL
 
 
 class WarehouseLayoutError(CdcError):
@@ -103,6 +116,8 @@ def open_state(ctx: JobContext, source: str) -> DataFrame:
     if not DeltaTable.isDeltaTable(ctx.spark, path):
         return ctx.spark.createDataFrame([], reassemble.STATE_SCHEMA)
     state = ctx.spark.read.format("delta").load(path).where(F.col("source") == source)
+    if "buffered_at" not in state.columns:  # written by apply_changes before 2.1.0
+        state = state.withColumn("buffered_at", F.lit(None).cast("timestamp"))
     state = state.localCheckpoint()
     batches = [
         r[0]
@@ -117,13 +132,17 @@ def open_state(ctx: JobContext, source: str) -> DataFrame:
     return state.join(done, "record_id", "left_anti")
 
 
-def buffer(parsed: DataFrame, state: DataFrame, source: str) -> DataFrame:
-    """The open state plus this batch's fragments and chunked records (the state's copy of a
-    record wins: a re-run of the batch must not buffer a record twice)."""
+def buffer(parsed: DataFrame, state: DataFrame, source: str, now: dt.datetime) -> DataFrame:
+    """The open state plus this batch's fragments and chunked records, buffered ``now`` (the
+    state's copy of a record wins: a re-run of the batch must not buffer a record twice; a
+    state row from before ``buffered_at`` existed counts as buffered ``now``)."""
     arrivals = reassemble.to_state(
-        parsed.where(F.col("rtype").isin("fragment", "chunked")), source
+        parsed.where(F.col("rtype").isin("fragment", "chunked")), source, now
     ).join(state.select("record_id"), "record_id", "left_anti")
-    return state.unionByName(arrivals)
+    carried = state.withColumn(
+        "buffered_at", F.coalesce("buffered_at", F.lit(now).cast("timestamp"))
+    )
+    return carried.unionByName(arrivals)
 
 
 def record_outcomes(parsed: DataFrame, outcomes: Outcomes) -> None:
@@ -150,6 +169,7 @@ def apply_tables(
     changes: DataFrame,
     outcomes: Outcomes,
     payloads: list[DataFrame],
+    limits: Limits,
 ) -> dict[str, Any]:
     """Decode, resolve and MERGE the changes of every declared table; quarantine the rest."""
     stats: dict[str, Any] = {}
@@ -159,15 +179,18 @@ def apply_tables(
         mine = changes.where(resolve.belongs(declared, only_table, names_schemas))
         path = ctx.warehouse.target(declared.table)
         types = resolve.record_types(mine)
-        spec = resolve.effective_spec(ctx.spark, path, declared, types)
-        decoded = resolve.decode_changes(mine, spec, types).localCheckpoint()
+        spec = resolve.effective_spec(ctx.spark, path, declared, types, limits.added_columns)
+        decoded = resolve.decode_changes(mine, spec, types, limits.columns).localCheckpoint()
+        decoded, added = resolve.admit_extras(decoded, declared, spec, limits.added_columns)
         failed = decoded.where(F.col("_err_reason").isNotNull())
         quarantine_changes(failed, outcomes, payloads)
         good = decoded.where(F.col("_err_reason").isNull()).drop(*resolve.ERROR_COLUMNS)
-        winners, losers = resolve.resolve_table(good, list(spec.primary_key))
+        keys = list(spec.primary_key)
+        good = resolve.place_unordered(ctx.spark, good, keys, path, ctx.batch_id)
+        winners, losers = resolve.resolve_table(good, keys)
         for frame in losers:
             outcomes.status(frame)
-        statuses, counts = apply.apply_table(ctx.spark, path, spec, winners, ctx.batch_id)
+        statuses, counts = apply.apply_table(ctx.spark, path, spec, winners, ctx.batch_id, added)
         outcomes.status(statuses)
         counts["quarantined"] = failed.count()
         stats[spec.table.qualified] = counts
@@ -231,6 +254,7 @@ def commit_bookkeeping(ctx: JobContext, source: str, outcomes: Outcomes, state: 
         state.write.format("delta")
         .mode("overwrite")
         .option("replaceWhere", f"source = '{source}'")
+        .option("mergeSchema", "true")
         .partitionBy("source")
         .save(wh.pending)
     )
@@ -240,7 +264,6 @@ def run(ctx: JobContext, args: Any) -> dict[str, Any]:
     source = args.source
     specs = parse_tables(args.ddl, args.default_schema)
     check_layout(ctx)
-    max_age = dt.timedelta(seconds=args.max_pending_age_seconds)
     outcomes = Outcomes(source, JOB_NAME, ctx.run_id)
     stats: dict[str, Any] = {"job": JOB_NAME, "source": source, "batch_id": ctx.batch_id}
     if not DeltaTable.isDeltaTable(ctx.spark, ctx.warehouse.raw):
@@ -253,9 +276,15 @@ def run(ctx: JobContext, args: Any) -> dict[str, Any]:
     parsed = parse_records(todo, args.format).localCheckpoint()
     record_outcomes(parsed, outcomes)
     state = open_state(ctx, source)
-    buffered = buffer(parsed, state, source).localCheckpoint()
-    now = reassemble.stream_time(parsed, buffered)
-    settlement = reassemble.settle_sets(buffered, now, max_age)
+    wall = dt.datetime.now(dt.UTC)
+    buffered = buffer(parsed, state, source, wall).localCheckpoint()
+    clock = reassemble.Clock(
+        reassemble.stream_time(parsed, buffered),
+        dt.timedelta(seconds=args.max_pending_age_seconds),
+        wall,
+        dt.timedelta(seconds=args.max_pending_wall_seconds),
+    )
+    settlement = reassemble.settle_sets(buffered, clock)
     for frame in settlement.statuses:
         outcomes.status(frame)
     for frame in settlement.quarantined:
@@ -267,7 +296,8 @@ def run(ctx: JobContext, args: Any) -> dict[str, Any]:
         .localCheckpoint()
     )
     payloads = [parsed.select("record_id", "payload"), buffered.select("record_id", "payload")]
-    stats["tables"] = apply_tables(ctx, args.format, specs, changes, outcomes, payloads)
+    limits = Limits(args.max_columns_per_record, args.max_added_columns)
+    stats["tables"] = apply_tables(ctx, args.format, specs, changes, outcomes, payloads, limits)
     stats["parsed"] = {
         r["rtype"]: int(r["n"])
         for r in parsed.groupBy("rtype").agg(F.count(F.lit(1)).alias("n")).collect()
@@ -292,6 +322,26 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         type=float,
         default=3600.0,
         help="stream time after which an incomplete fragment set is quarantined",
+    )
+    parser.add_argument(
+        "--max-pending-wall-seconds",
+        type=at_least(1.0, "seconds"),
+        default=MAX_PENDING_WALL_SECONDS,
+        help="wall-clock time in the open state after which an incomplete fragment set is"
+        " quarantined, however the stream moves",
+    )
+    parser.add_argument(
+        "--max-columns-per-record",
+        type=positive_count("columns"),
+        default=MAX_COLUMNS_PER_RECORD,
+        help="a change whose image has more columns is quarantined (too_many_columns)",
+    )
+    parser.add_argument(
+        "--max-added-columns",
+        type=positive_count("columns"),
+        default=MAX_ADDED_COLUMNS,
+        help="columns the stream may add to a table beyond its DDL; a change bringing more"
+        " is quarantined (column_limit)",
     )
     args = parser.parse_args(argv)
     ctx = start(JOB_NAME, JOB_VERSION, args)

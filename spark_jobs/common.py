@@ -135,6 +135,41 @@ def add_table_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--default-schema", default="public")
 
 
+def at_least(minimum: float, unit: str) -> Callable[[str], float]:
+    """An argument type: a number of ``unit`` no smaller than ``minimum``."""
+
+    def parse(value: str) -> float:
+        try:
+            number = float(value)
+        except ValueError:
+            number = float("nan")
+        if not number >= minimum:
+            raise argparse.ArgumentTypeError(f"must be >= {minimum} {unit}, got {value!r}")
+        return number
+
+    return parse
+
+
+def quoted(name: str) -> str:
+    """A name as a Spark SQL identifier (backticks doubled)."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def positive_count(unit: str) -> Callable[[str], int]:
+    """An argument type: a whole number of ``unit``, at least 1."""
+
+    def parse(value: str) -> int:
+        try:
+            number = int(value)
+        except ValueError:
+            number = 0
+        if number < 1:
+            raise argparse.ArgumentTypeError(f"must be a whole number >= 1 of {unit}: {value!r}")
+        return number
+
+    return parse
+
+
 def batch_id(value: str) -> str:
     """A batch id names an interval (``2026-01-01T01:00:00+00:00``); it is quoted into
     predicates, so only the characters of such names are allowed."""

@@ -23,9 +23,7 @@ tombstones purged and the files VACUUM deleted.
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
-from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -35,13 +33,14 @@ from airflow_cdc.core.ddl import parse_tables
 from airflow_cdc.core.exceptions import ResolvedTimestampUnavailable
 from airflow_cdc.core.resolved_state import parse_state
 from airflow_cdc.jobs import MIN_VACUUM_RETENTION_HOURS
-from spark_jobs import apply
 from spark_jobs.common import (
     JobContext,
     add_table_arguments,
+    at_least,
     base_parser,
     fault_point,
     log,
+    quoted,
     read_text,
     retry_on_conflict,
     source_name,
@@ -71,7 +70,7 @@ def purge_tombstones(
         return 0
     horizon = (resolved - retention).astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
     deleted = ctx.spark.sql(
-        f"DELETE FROM delta.{apply.quoted(path)} WHERE _cdc_deleted"
+        f"DELETE FROM delta.{quoted(path)} WHERE _cdc_deleted"
         f" AND _cdc_commit_ts < TIMESTAMP '{horizon}+00:00'"
     ).first()
     return int(deleted[0]) if deleted is not None else 0
@@ -107,7 +106,7 @@ def compact(ctx: JobContext, path: str, where: str | None = None) -> dict[str, i
 def vacuum(ctx: JobContext, path: str, hours: float) -> int:
     """VACUUM the table (Delta's retention check stays on); how many files were eligible
     (a dry run's list: Delta logs VACUUM's own counts on some file systems only)."""
-    table = f"delta.{apply.quoted(path)}"
+    table = f"delta.{quoted(path)}"
     doomed = ctx.spark.sql(f"VACUUM {table} RETAIN {hours} HOURS DRY RUN").count()
     if doomed:
         ctx.spark.sql(f"VACUUM {table} RETAIN {hours} HOURS")
@@ -164,21 +163,6 @@ def run(ctx: JobContext, args: Any) -> dict[str, Any]:
     log.info("maintained %d tables of %s", len(tables), source)
     write_stats(args.stats_file, stats)
     return stats
-
-
-def at_least(minimum: float, unit: str) -> Callable[[str], float]:
-    """An argument type: a number of ``unit`` no smaller than ``minimum``."""
-
-    def parse(value: str) -> float:
-        try:
-            number = float(value)
-        except ValueError:
-            number = float("nan")
-        if not number >= minimum:
-            raise argparse.ArgumentTypeError(f"must be >= {minimum} {unit}, got {value!r}")
-        return number
-
-    return parse
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

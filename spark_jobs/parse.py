@@ -45,7 +45,9 @@ CHUNK_REFS = (
     *("before_chunk_id", "before_total", "before_crc"),
     *("after_chunk_id", "after_total", "after_crc"),
 )
-# What parse_records returns: the raw payload, and the images and key parsed.
+# What parse_records returns: the raw payload, and the images and key parsed; ``partition``
+# and ``position`` place a record without a commit position among its key's messages (only
+# the formats parsed by the core have such records; null otherwise).
 PARSED_COLUMNS = [
     "record_id",
     "batch_id",
@@ -68,9 +70,12 @@ PARSED_COLUMNS = [
     "partial",
     "types_json",
     *CHUNK_REFS,
+    "partition",
+    "position",
 ]
 RAW_COLUMNS = (
     "record_id",
+    "shard_id",
     "batch_id",
     "arrival_ts",
     "data",
@@ -441,6 +446,8 @@ def parse_dsql(records: DataFrame) -> DataFrame:
         ref("after", "chunk_id", "string").alias("after_chunk_id"),
         ref("after", "total_fragments", "bigint").alias("after_total"),
         ref("after", "crc32c", "bigint").alias("after_crc"),
+        F.lit(None).cast("string").alias("partition"),
+        F.lit(None).cast("string").alias("position"),
     )
 
 
@@ -462,7 +469,13 @@ def parse_with_core(records: DataFrame, fmt: str) -> DataFrame:
 
     parsed = records.mapInArrow(run, TEXT_SCHEMA)
     return parsed.join(
-        records.select("record_id", F.col("data").cast("string").alias("payload")), "record_id"
+        records.select(
+            "record_id",
+            F.col("data").cast("string").alias("payload"),
+            F.col("shard_id").alias("partition"),
+            F.col("seq_key").alias("position"),
+        ),
+        "record_id",
     ).select(
         *[
             F.from_json(F.col(f"{c}_json"), IMAGE).alias(c)

@@ -2,8 +2,9 @@
 
 Fragments and chunked main records wait in the open state (``_cdc/pending``, partitioned by
 source) until their sets settle: a complete set whose CRC32C matches becomes a change; a CRC
-mismatch, conflicting fragments or a set still incomplete after ``max_age`` of stream time is
-quarantined with every raw payload; the rest stays open for the next run. A settled set leaves
+mismatch, conflicting fragments or a set still incomplete after ``max_age`` of stream time (or
+``max_wall_age`` of wall-clock time in the open state, see :class:`Clock`) is quarantined with
+every raw payload; the rest stays open for the next run. A settled set leaves
 a small closed marker for ``max_age`` so that a redelivery of its main record or of a
 fragment is recognized as a duplicate. The open state is the only state carried between
 batches; it is read whole (it is small) and rewritten once per run.
@@ -37,7 +38,8 @@ STATE_SCHEMA = struct(
     " schema STRING, table STRING, op STRING, sequence STRING, commit_ts TIMESTAMP,"
     " before_json STRING, after_json STRING, key_json STRING, partial BOOLEAN,"
     " types_json STRING, before_chunk_id STRING, before_total BIGINT, before_crc BIGINT,"
-    " after_chunk_id STRING, after_total BIGINT, after_crc BIGINT, source STRING"
+    " after_chunk_id STRING, after_total BIGINT, after_crc BIGINT, buffered_at TIMESTAMP,"
+    " source STRING"
 )
 SETTLED_SCHEMA = struct(
     "record_id STRING, outcome STRING, reason STRING, detail STRING, before_json STRING,"
@@ -50,6 +52,33 @@ _IMAGES = ("before", "after")
 _IDENTITY = ("sequence", "schema", "table", "op", *CHUNK_REFS)
 
 
+@dataclass(frozen=True)
+class Clock:
+    """When a fragment set has waited too long: ``max_age`` of stream time (the newest
+    arrival, ``stream``) past its record's arrival, or ``max_wall_age`` of wall-clock time
+    (``wall``) since a run first buffered it, so that a stalled stream does not hold its
+    incomplete sets forever."""
+
+    stream: dt.datetime | None
+    max_age: dt.timedelta
+    wall: dt.datetime
+    max_wall_age: dt.timedelta
+
+    def expired(self) -> Column:
+        """Why a state row has waited too long (STRING), or null while it may wait."""
+        by_stream = (
+            F.lit(False)
+            if self.stream is None
+            else F.coalesce(F.col("arrival_ts") < F.lit(self.stream - self.max_age), F.lit(False))
+        )
+        by_wall = F.coalesce(
+            F.col("buffered_at") < F.lit(self.wall - self.max_wall_age), F.lit(False)
+        )
+        return F.when(by_stream, F.lit(f"{self.max_age} of stream time")).when(
+            by_wall, F.lit(f"{self.max_wall_age} of wall-clock time in the open state")
+        )
+
+
 @dataclass
 class Settlement:
     """What settling the buffered sets decided."""
@@ -60,14 +89,17 @@ class Settlement:
     state: DataFrame  # STATE_SCHEMA rows to carry: open records and recent closed markers
 
 
-def to_state(parsed: DataFrame, source: str) -> DataFrame:
-    """Parsed fragments and chunked records as open-state rows (images kept as JSON text)."""
+def to_state(parsed: DataFrame, source: str, now: dt.datetime) -> DataFrame:
+    """Parsed fragments and chunked records as open-state rows (images kept as JSON text),
+    buffered at ``now``."""
     return parsed.select(
         *[
             F.lit(OPEN).alias("state")
             if name == "state"
             else F.lit(None).cast("timestamp").alias("closed_at")
             if name == "closed_at"
+            else F.lit(now).cast("timestamp").alias("buffered_at")
+            if name == "buffered_at"
             else F.lit(source).alias("source")
             if name == "source"
             else F.to_json(F.col(name[: -len("_json")])).alias(name)
@@ -87,7 +119,7 @@ def from_state(state: DataFrame) -> DataFrame:
             else F.try_parse_json(F.col("key_json")).alias("key")
             if c == "key"
             else F.lit(None).cast("string").alias(c)
-            if c in ("reason", "detail")
+            if c in ("reason", "detail", "partition", "position")
             else F.col(c)
             for c in PARSED_COLUMNS
         ]
@@ -103,7 +135,7 @@ def stream_time(*frames: DataFrame) -> dt.datetime | None:
     return value
 
 
-def settle_sets(buffered: DataFrame, now: dt.datetime | None, max_age: dt.timedelta) -> Settlement:
+def settle_sets(buffered: DataFrame, clock: Clock) -> Settlement:
     """Settle every buffered chunked record (``STATE_SCHEMA`` rows) against its fragments.
 
     A chunk id names one record: the same record again (same commit, table, op and chunk
@@ -152,7 +184,7 @@ def settle_sets(buffered: DataFrame, now: dt.datetime | None, max_age: dt.timede
     fragments = fragments.join(conflicted_ids, "chunk_id", "left_anti")
     duplicates = ranked.where((F.col("rank") > 1) & is_open)
     candidates = ranked.where((F.col("rank") == 1) & is_open).drop("rank")
-    settled = _assemble_sets(candidates, fragments, now, max_age)
+    settled = _assemble_sets(candidates, fragments, clock)
     complete = settled.where(F.col("outcome") == "complete")
     failed = settled.where(F.col("outcome") == "failed")
     waiting = settled.where(F.col("outcome") == "waiting")
@@ -211,7 +243,7 @@ def settle_sets(buffered: DataFrame, now: dt.datetime | None, max_age: dt.timede
     )
     strays = _strays(ranked, settled, fragments.join(settled_ids, "record_id", "left_anti"))
     after_complete = strays.where(F.array_contains("states", "complete"))
-    expired = _older_than(now, max_age)
+    expired = clock.expired().isNotNull()
     doomed = strays.where(
         F.array_contains("states", "failed") | (F.col("states").isNull() & expired)
     )
@@ -259,7 +291,7 @@ def settle_sets(buffered: DataFrame, now: dt.datetime | None, max_age: dt.timede
             doomed.select("record_id"),
         ]
     )
-    state = _next_state(ranked, candidates, settled, fragments, leaving, now, max_age)
+    state = _next_state(ranked, candidates, settled, fragments, leaving, clock)
     return Settlement(changes, statuses, quarantined, state)
 
 
@@ -276,8 +308,7 @@ def _next_state(
     settled: DataFrame,
     fragments: DataFrame,
     leaving: DataFrame,
-    now: dt.datetime | None,
-    max_age: dt.timedelta,
+    clock: Clock,
 ) -> DataFrame:
     """Open mains still waiting, their open fragments, and closed markers younger than
     ``max_age`` (chunk ids only, without payloads)."""
@@ -291,12 +322,12 @@ def _next_state(
             settled.where(outcome != "waiting").select("record_id", "outcome"), "record_id"
         )
         .withColumn("state", F.col("outcome"))
-        .withColumn("closed_at", F.lit(now).cast("timestamp"))
+        .withColumn("closed_at", F.lit(clock.stream).cast("timestamp"))
     )
     recent = (
         F.lit(True)
-        if now is None
-        else F.coalesce(F.col("closed_at") >= F.lit(now - max_age), F.lit(True))
+        if clock.stream is None
+        else F.coalesce(F.col("closed_at") >= F.lit(clock.stream - clock.max_age), F.lit(True))
     )
     closed_before = ranked.where((F.col("state") != OPEN) & recent)
     markers = union_all(
@@ -316,9 +347,7 @@ def _next_state(
     return union_all([waiting.select(*columns), markers, still_open.select(*columns)])
 
 
-def _assemble_sets(
-    candidates: DataFrame, fragments: DataFrame, now: dt.datetime | None, max_age: dt.timedelta
-) -> DataFrame:
+def _assemble_sets(candidates: DataFrame, fragments: DataFrame, clock: Clock) -> DataFrame:
     """``SETTLED_SCHEMA`` for each candidate main record, reassembled through Arrow."""
     import pyarrow as pa
     from pyspark.sql.pandas.types import to_arrow_schema
@@ -344,20 +373,21 @@ def _assemble_sets(
         "after_json",
         *(f"{image}_{field}" for image in _IMAGES for field in ("chunk_id", "total", "crc")),
         "fragments",
-        _older_than(now, max_age).alias("expired"),
+        clock.expired().alias("expired"),
     )
     schema = to_arrow_schema(SETTLED_SCHEMA, timezone="UTC")
 
     def run(batches: Iterator[Any]) -> Iterator[Any]:
         for batch in batches:
-            rows = [settle(row, max_age) for row in batch.to_pylist()]
+            rows = [settle(row) for row in batch.to_pylist()]
             yield pa.RecordBatch.from_pylist(rows, schema=schema)
 
     return buffered.mapInArrow(run, SETTLED_SCHEMA).localCheckpoint()
 
 
-def settle(row: dict[str, Any], max_age: dt.timedelta) -> dict[str, Any]:
-    """Reassemble one buffered main record's images; ``row["expired"]``: it waited too long."""
+def settle(row: dict[str, Any]) -> dict[str, Any]:
+    """Reassemble one buffered main record's images; ``row["expired"]``: how long it waited,
+    when that is too long."""
     landed = {row["record_id"]: row["batch_id"]}
     fragments = []
     for f in row["fragments"] or []:
@@ -413,7 +443,7 @@ def settle(row: dict[str, Any], max_age: dt.timedelta) -> dict[str, Any]:
                 **result,
                 "outcome": "failed",
                 "reason": "incomplete_fragment_set",
-                "detail": f"{detail}, still after {max_age}",
+                "detail": f"{detail}, still after {row['expired']}",
                 "before_json": None,
                 "after_json": None,
                 "used": [],
@@ -454,9 +484,3 @@ def _strays(ranked: DataFrame, settled: DataFrame, fragments: DataFrame) -> Data
         .where(~F.coalesce(F.array_contains("states", OPEN), F.lit(False)))
         .localCheckpoint()
     )
-
-
-def _older_than(now: dt.datetime | None, max_age: dt.timedelta) -> Column:
-    if now is None:
-        return F.lit(False)
-    return F.coalesce(F.col("arrival_ts") < F.lit(now - max_age), F.lit(False))

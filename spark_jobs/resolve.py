@@ -25,10 +25,13 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
+from airflow_cdc.core.columns import COLUMN_LIMIT, INVALID_NAME, RESERVED_PREFIX, UNSTORABLE, admit
 from airflow_cdc.core.ddl import ColumnSpec, TableSpec
+from airflow_cdc.core.formats.common import UNORDERED
 from airflow_cdc.core.partial import fold
 from airflow_cdc.core.rows import type_conflicts
 from airflow_cdc.core.types import column_of, column_of_spark, spark_type, widen
+from spark_jobs.common import quoted
 from spark_jobs.ledger import DUPLICATE, SUPERSEDED
 from spark_jobs.parse import IMAGE
 from spark_jobs.schemas import struct
@@ -63,11 +66,13 @@ def belongs(spec: TableSpec, only_table: bool, names_schemas: bool = False) -> C
 
 
 def effective_spec(
-    spark: SparkSession, target: str, spec: TableSpec, types: list[str]
+    spark: SparkSession, target: str, spec: TableSpec, types: list[str], limit: int
 ) -> TableSpec:
     """The declared table with the target's current column types and the typed columns that
     this batch's records declare (``types``, from :func:`record_types`), widened where that
-    loses nothing."""
+    loses nothing. A typed column the table may not take (:func:`~airflow_cdc.core.columns.
+    admit`, at most ``limit`` columns beyond the DDL) stays out: its values are then
+    undeclared, and their changes are quarantined by :func:`admit_extras`."""
     columns = {c.name: c for c in spec.columns}
     if DeltaTable.isDeltaTable(spark, target):
         for field in DeltaTable.forPath(spark, target).toDF().schema.fields:
@@ -88,11 +93,16 @@ def effective_spec(
                 )
             except ValueError:
                 log.warning("column %s of %s keeps its declared type", field.name, target)
-    for types_json in types:
-        for name, incoming in json.loads(types_json).items():
+    parsed = [json.loads(types_json) for types_json in types]
+    admitted = admit(
+        columns, [c.name for c in spec.columns], (n for t in parsed for n in t), limit
+    ).added
+    for record_types in parsed:
+        for name, incoming in record_types.items():
             current = columns.get(name)
             if current is None:
-                columns[name] = column_of(name, incoming)
+                if name in admitted:
+                    columns[name] = column_of(name, incoming)
                 continue
             wider = widen(current, incoming)
             if wider is not None:
@@ -116,9 +126,12 @@ def _error(reason: str, detail: Column) -> Column:
     return F.struct(F.lit(reason).alias("reason"), detail.alias("detail"))
 
 
-def decode_changes(changes: DataFrame, spec: TableSpec, types: list[str]) -> DataFrame:
+def decode_changes(
+    changes: DataFrame, spec: TableSpec, types: list[str], max_columns: int
+) -> DataFrame:
     """Changes (parsed shape plus ``members``) -> typed rows of ``spec`` with ``_cdc_*``
-    metadata, or ``_err_reason`` / ``_err_detail`` where the change cannot be applied."""
+    metadata, or ``_err_reason`` / ``_err_detail`` where the change cannot be applied (an
+    image of more than ``max_columns`` columns is quarantined whole)."""
     keys = list(spec.primary_key)
     declared = [c.name for c in spec.columns]
     is_delete = F.col("op") == "d"
@@ -164,6 +177,17 @@ def decode_changes(changes: DataFrame, spec: TableSpec, types: list[str]) -> Dat
             )
     present = F.filter(conflicts, lambda c: F.map_contains_key(img, c["name"]))
     error = F.coalesce(
+        F.when(
+            F.size(img) > max_columns,
+            _error(
+                "too_many_columns",
+                F.concat(
+                    F.lit("the image has "),
+                    F.size(img).cast("string"),
+                    F.lit(f" columns; the limit is {max_columns}"),
+                ),
+            ),
+        ),
         F.when(
             img.isNull() & F.col("_delete"),
             _error(
@@ -217,6 +241,8 @@ def decode_changes(changes: DataFrame, spec: TableSpec, types: list[str]) -> Dat
         F.col("commit_ts").alias("_cdc_commit_ts"),
         F.col("record_id").alias("_cdc_record_id"),
         F.col("members").alias("_cdc_members"),
+        F.col("partition").alias("_cdc_partition"),
+        F.col("position").alias("_cdc_position"),
         F.when(F.col("_delete"), F.create_map().cast("map<string,string>"))
         .otherwise(untyped)
         .alias("_cdc_extra"),
@@ -229,6 +255,99 @@ def decode_changes(changes: DataFrame, spec: TableSpec, types: list[str]) -> Dat
         error["reason"].alias("_err_reason"),
         F.concat_ws(": ", error["reason"], error["detail"]).alias("_err_detail"),
     )
+
+
+def admit_extras(
+    decoded: DataFrame, declared: TableSpec, spec: TableSpec, limit: int
+) -> tuple[DataFrame, tuple[str, ...]]:
+    """(decoded, columns to add): the undeclared columns of the batch's good changes that the
+    table may take (:func:`~airflow_cdc.core.columns.admit`); a change carrying any other
+    undeclared column gets a quarantine reason naming it."""
+    seen = [
+        r[0]
+        for r in decoded.where(F.col("_err_reason").isNull())
+        .select(F.explode(F.map_keys("_cdc_extra")))
+        .distinct()
+        .collect()
+    ]
+    current = [c.name for c in spec.columns]
+    admission = admit(current, [c.name for c in declared.columns], seen, limit)
+    if not admission.refused:
+        return decoded, admission.added
+    allowed = list(admission.added)
+    names = F.map_keys("_cdc_extra")
+    first = F.try_element_at(
+        F.filter(names, lambda k: ~k.isin(*allowed) if allowed else F.lit(True)), F.lit(1)
+    )
+    # The detail of the first refused names as the core words it; any other, generically.
+    details = dict(sorted(admission.refused.items())[:1000])
+    known = F.create_map(
+        *[F.lit(v) for name, (reason, text) in details.items() for v in (name, f"{reason}: {text}")]
+    )
+    taken = [n.lower() for n in (*current, *allowed)]
+    invalid = (
+        first.rlike(UNSTORABLE.pattern)
+        | F.lower(first).startswith(RESERVED_PREFIX)
+        | (first == "")
+        | F.lower(first).isin(*taken)
+    )
+    reason = F.when(invalid, F.lit(INVALID_NAME)).otherwise(F.lit(COLUMN_LIMIT))
+    generic = F.concat(reason, F.lit(": the table cannot take column "), F.to_json(F.array(first)))
+    refused = F.col("_err_reason").isNull() & first.isNotNull()
+    marked = decoded.select(
+        *[c for c in decoded.columns if c not in ERROR_COLUMNS],
+        F.when(refused, reason).otherwise(F.col("_err_reason")).alias("_err_reason"),
+        F.when(refused, F.coalesce(known[first], generic))
+        .otherwise(F.col("_err_detail"))
+        .alias("_err_detail"),
+    )
+    return marked, admission.added
+
+
+def place_unordered(
+    spark: SparkSession, good: DataFrame, keys: list[str], target: str, batch_id: str
+) -> DataFrame:
+    """Give each change without a commit position (sequence ``UNORDERED`` + its position) its
+    place among its key's changes, by the source's per-key ordering ("Once the changefeed has
+    emitted a row with a timestamp, the changefeed will not emit any previously unseen
+    versions of that row with a lower timestamp": a key's messages in a partition are in
+    commit order). It comes after every change of its key at a lower position of its
+    partition: its sequence becomes ``<base>~<position>``, where the base is the newest
+    sequence among those changes in this batch and the table's row when an earlier batch
+    wrote it (batch ids sort in landing order, as data interval ends do). A CockroachDB
+    delete without ``updated`` (a Kafka message with a null value) after an upsert with it
+    is then newer, as it is in the source."""
+    unordered = F.col("_cdc_sequence").startswith(UNORDERED)
+    if good.where(unordered).isEmpty():
+        return good
+    earlier = (
+        Window.partitionBy(*keys, "_cdc_partition")
+        .orderBy("_cdc_position")
+        .rowsBetween(Window.unboundedPreceding, -1)
+    )
+    framed = good.withColumn(
+        "_prior", F.max(F.when(~unordered, F.col("_cdc_sequence"))).over(earlier)
+    )
+    placed = framed.where(unordered)
+    if DeltaTable.isDeltaTable(spark, target):
+        rows = (
+            spark.read.format("delta")
+            .load(target)
+            .where(F.col("_cdc_batch") < batch_id)
+            .select(
+                *(F.col(quoted(k)).alias(f"_t_{i}") for i, k in enumerate(keys)),
+                F.col("_cdc_sequence").alias("_t_seq"),
+            )
+        )
+        on = [placed[quoted(k)] == rows[f"_t_{i}"] for i, k in enumerate(keys)]
+        placed = placed.join(rows, on, "left").drop(*(f"_t_{i}" for i in range(len(keys))))
+    else:
+        placed = placed.withColumn("_t_seq", F.lit(None).cast("string"))
+    base = F.coalesce(F.greatest("_prior", "_t_seq"), F.lit(UNORDERED[:-1]))
+    placed = placed.withColumn(
+        "_cdc_sequence", F.concat(base, F.lit("~"), F.col("_cdc_position"))
+    ).drop("_t_seq")
+    return framed.where(~unordered).unionByName(placed).drop("_prior")
 
 
 def resolve_keys(decoded: DataFrame, keys: list[str]) -> tuple[DataFrame, DataFrame]:

@@ -67,14 +67,27 @@ def image_types(envelope: Any, image: str) -> dict[str, dict[str, Any]]:
     """The Connect field schemas of the row image ``image`` in an envelope schema, by column."""
     if not isinstance(envelope, dict):
         return {}
-    for field in envelope.get("fields") or []:
+    for field in _fields(envelope):
         if isinstance(field, dict) and field.get("field") == image:
             return {
                 f["field"]: f
-                for f in field.get("fields") or []
+                for f in _fields(field)
                 if isinstance(f, dict) and isinstance(f.get("field"), str)
             }
     return {}
+
+
+def _fields(schema: dict[str, Any]) -> list[Any]:
+    """A struct schema's ``fields``: a list, or absent."""
+    fields = schema.get("fields")
+    if fields is None:
+        return []
+    if not isinstance(fields, list):
+        raise RecordFormatError(
+            "invalid_schema",
+            f"a Connect struct's fields must be a list, got {type(fields).__name__}",
+        )
+    return fields
 
 
 def family(field: dict[str, Any]) -> str:
@@ -84,10 +97,9 @@ def family(field: dict[str, Any]) -> str:
         if name in _LOGICAL:
             return _LOGICAL[name][0]
         if name.endswith("Decimal"):
-            scale = _decimal_scale(field)
-            return f"numeric({DECIMAL_PRECISION},{scale})" if scale is not None else "numeric"
+            return _decimal_family(_decimal_scale(field))
     connect_type = field.get("type")
-    if connect_type not in _PRIMITIVES:
+    if not isinstance(connect_type, str) or connect_type not in _PRIMITIVES:
         raise RecordFormatError("invalid_schema", f"unknown Connect type {connect_type!r}")
     return _PRIMITIVES[connect_type]
 
@@ -107,6 +119,20 @@ def normalize(field: dict[str, Any], value: Any) -> Any:
     if field.get("type") in ("struct", "array", "map"):
         return json.dumps(value, separators=(",", ":"), sort_keys=True)
     return value
+
+
+def _decimal_family(scale: int | None) -> str:
+    """The column type of a Connect Decimal of ``scale``: DECIMAL(38, scale) where Spark has
+    one. A negative scale (PostgreSQL 15's rounding to tens, hundreds...) leaves whole numbers:
+    DECIMAL(38, 0). More than 38 fraction digits fit no Spark DECIMAL: the exact decimal
+    text, as a string column."""
+    if scale is None:
+        return "numeric"
+    if scale < 0:
+        return f"numeric({DECIMAL_PRECISION},0)"
+    if scale > DECIMAL_PRECISION:
+        return "text"
+    return f"numeric({DECIMAL_PRECISION},{scale})"
 
 
 def _decimal_scale(field: dict[str, Any]) -> int | None:

@@ -14,6 +14,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError
 
+from airflow_cdc.core.columns import name_problem
 from airflow_cdc.core.events import TableRef
 from airflow_cdc.core.exceptions import DdlError
 
@@ -128,8 +129,7 @@ def _table_spec(statement: exp.Expr, default_schema: str) -> TableSpec:
         elif isinstance(item, exp.PrimaryKey):
             primary_key.extend(part.name for part in item.expressions)
     names = [c.name for c in columns]
-    if len(set(names)) != len(names):
-        raise DdlError(f"table {table.qualified!r} declares a column twice: {names}")
+    _check_names(table, names)
     if not primary_key:
         raise DdlError(f"table {table.qualified!r} has no PRIMARY KEY; changes need a key")
     unknown = [k for k in primary_key if k not in names]
@@ -141,6 +141,19 @@ def _table_spec(statement: exp.Expr, default_schema: str) -> TableSpec:
             key, nullable[key].pg_type, nullable[key].precision, nullable[key].scale, nullable=False
         )
     return TableSpec(table, tuple(nullable[n] for n in names), tuple(primary_key))
+
+
+def _check_names(table: TableRef, names: list[str]) -> None:
+    """Every declared column name can be a Delta column of its own."""
+    if len({n.lower() for n in names}) != len(names):
+        raise DdlError(
+            f"table {table.qualified!r} declares a column twice (names compare without regard"
+            f" to case in Spark): {names}"
+        )
+    for name in names:
+        problem = name_problem(name)
+        if problem is not None:
+            raise DdlError(f"table {table.qualified!r}: {problem}")
 
 
 def _column_spec(item: exp.ColumnDef, table: TableRef) -> tuple[ColumnSpec, bool]:

@@ -102,8 +102,22 @@ def decode(column: ColumnSpec, value: Any) -> Decoded:
         return decoder(column, value)
     except DecodeError:
         raise
+    except RecursionError as err:
+        raise DecodeError(column.name, f"a {column.pg_type} value nests too deep") from err
     except (ValueError, TypeError, ArithmeticError, OverflowError) as err:
-        raise DecodeError(column.name, f"{value!r} is not a valid {column.pg_type}: {err}") from err
+        raise DecodeError(
+            column.name, f"{_shown(value)} is not a valid {column.pg_type}: {err}"
+        ) from err
+
+
+def _shown(value: Any, limit: int = 200) -> str:
+    """``value`` for an error message, cut to ``limit`` characters (an integer past Python's
+    digit limit has no text at all)."""
+    try:
+        text = repr(value)
+    except (ValueError, RecursionError):
+        return f"a {type(value).__name__} too large to show"
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
 def decode_undeclared(value: Any) -> str | None:

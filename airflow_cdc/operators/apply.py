@@ -8,9 +8,10 @@ from typing import Any
 
 from airflow.sdk import Context
 
+from airflow_cdc.core.columns import MAX_ADDED_COLUMNS, MAX_COLUMNS_PER_RECORD
 from airflow_cdc.core.ddl import parse_tables
 from airflow_cdc.core.formats import parser_for
-from airflow_cdc.jobs import check_source
+from airflow_cdc.jobs import MAX_PENDING_WALL_SECONDS, check_source
 from airflow_cdc.operators.base import SparkJobOperator
 
 
@@ -29,6 +30,13 @@ class ApplyChangesOperator(SparkJobOperator):
     :param default_schema: Schema of tables declared without one.
     :param max_pending_age_seconds: Stream time after which a fragment set that is still
         incomplete is quarantined, in seconds (> 0).
+    :param max_pending_wall_seconds: Wall-clock time in the open state after which a fragment
+        set that is still incomplete is quarantined however the stream moves, in seconds
+        (>= 1; default a day).
+    :param max_columns_per_record: A change whose image has more columns is quarantined
+        (``too_many_columns``); default 1,600, PostgreSQL's limit per table.
+    :param max_added_columns: Columns the stream may add to a table beyond its DDL; a change
+        that would add more is quarantined (``column_limit``); default 200.
     :param tombstone_retention_seconds: Deprecated and ignored: tombstones are purged by
         :class:`~airflow_cdc.operators.maintain.CdcMaintenanceOperator`.
     """
@@ -49,6 +57,9 @@ class ApplyChangesOperator(SparkJobOperator):
         record_format: str = "dsql",
         default_schema: str = "public",
         max_pending_age_seconds: float = 3600.0,
+        max_pending_wall_seconds: float = MAX_PENDING_WALL_SECONDS,
+        max_columns_per_record: int = MAX_COLUMNS_PER_RECORD,
+        max_added_columns: int = MAX_ADDED_COLUMNS,
         tombstone_retention_seconds: float | None = None,
         **kwargs: Any,
     ) -> None:
@@ -66,6 +77,9 @@ class ApplyChangesOperator(SparkJobOperator):
         self.record_format = record_format
         self.default_schema = default_schema
         self.max_pending_age_seconds = max_pending_age_seconds
+        self.max_pending_wall_seconds = max_pending_wall_seconds
+        self.max_columns_per_record = max_columns_per_record
+        self.max_added_columns = max_added_columns
 
     def job_args(self, context: Context) -> list[str]:
         check_source(self.source)
@@ -75,8 +89,19 @@ class ApplyChangesOperator(SparkJobOperator):
             raise ValueError(
                 f"max_pending_age_seconds must be > 0, got {self.max_pending_age_seconds!r}"
             )
+        if not self.max_pending_wall_seconds >= 1:
+            raise ValueError(
+                f"max_pending_wall_seconds must be >= 1, got {self.max_pending_wall_seconds!r}"
+            )
+        for name in ("max_columns_per_record", "max_added_columns"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
         return [
             *("--source", self.source, "--format", self.record_format),
             *("--ddl", self.ddl, "--default-schema", self.default_schema),
             *("--max-pending-age-seconds", str(self.max_pending_age_seconds)),
+            *("--max-pending-wall-seconds", str(self.max_pending_wall_seconds)),
+            *("--max-columns-per-record", str(self.max_columns_per_record)),
+            *("--max-added-columns", str(self.max_added_columns)),
         ]

@@ -111,7 +111,19 @@ def test_apply_changes_arguments() -> None:
         *("--source", "src", "--format", "debezium"),
         *("--ddl", ddl, "--default-schema", "public"),
         *("--max-pending-age-seconds", "3600.0"),
+        *("--max-pending-wall-seconds", "86400.0"),
+        *("--max-columns-per-record", "1600"),
+        *("--max-added-columns", "200"),
     ]
+    for bad in ({"max_added_columns": 0}, {"max_columns_per_record": 1.5}):
+        with pytest.raises(ValueError, match="whole number"):
+            ApplyChangesOperator(task_id="b", warehouse="/wh", source="s", ddl=ddl, **bad).job_args(
+                {}
+            )
+    with pytest.raises(ValueError, match="max_pending_wall_seconds"):
+        ApplyChangesOperator(
+            task_id="c", warehouse="/wh", source="s", ddl=ddl, max_pending_wall_seconds=0
+        ).job_args({})
     with pytest.raises(ValueError, match="format must be one of"):
         ApplyChangesOperator(
             task_id="b", warehouse="/wh", source="s", ddl=ddl, record_format="nope"

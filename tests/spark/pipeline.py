@@ -42,12 +42,14 @@ def process(
     source: str = "dump",
     max_pending_age: float = 3600.0,
     fmt: str = "dsql",
+    options: tuple[str, ...] = (),
 ) -> dict[str, dict[str, Any]]:
     stats = apply_changes.main(
         [
             *("--warehouse", warehouse, "--batch-id", batch, "--source", source),
             *("--format", fmt, "--ddl", ddl),
             *("--max-pending-age-seconds", str(max_pending_age)),
+            *options,
         ]
     )
     return {"apply": stats}

@@ -26,7 +26,7 @@ from tests.core.test_dsql_format import CHUNKED, DELETE_RECORD, INSERT
 pytestmark = pytest.mark.spark
 
 RAW = (
-    "record_id STRING, batch_id STRING, arrival_ts TIMESTAMP, data BINARY,"
+    "record_id STRING, shard_id STRING, batch_id STRING, arrival_ts TIMESTAMP, data BINARY,"
     " envelope_error STRING, partition_key STRING, seq_key STRING, stream STRING"
 )
 FRAGMENT = '{"type": "fragment", "chunk_id": "c", "index": 1, "data": "xx"}'
@@ -162,7 +162,7 @@ def jvm_view(row: Any) -> dict[str, Any]:
 
 def parse_in_spark(spark: Any, texts: list[str]) -> list[dict[str, Any]]:
     rows = [
-        (f"r{n:06d}", "b", None, bytearray(t.encode("utf-8")), None, None, "", "s")
+        (f"r{n:06d}", "shard-0", "b", None, bytearray(t.encode("utf-8")), None, None, "", "s")
         for n, t in enumerate(texts)
     ]
     parsed = parse_records(spark.createDataFrame(rows, RAW), "dsql")

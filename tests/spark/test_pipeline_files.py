@@ -133,3 +133,22 @@ def test_bad_input_is_quarantined_with_reason_and_payload(
     assert current_status(ledger).where("status = 'pending'").count() == 0
     expired = spark.read.format("delta").load(f"{warehouse}/_cdc/quarantine")
     assert expired.where("reason = 'incomplete_fragment_set'").count() > 0
+
+
+def test_a_stalled_stream_expires_its_sets_by_wall_clock(
+    spark: Any, warehouse: str, tmp_path: Path
+) -> None:
+    stream = generate(80, seed=3)
+    write_ndjson(stream.deliveries, str(tmp_path / "dump"), files=1)
+    land_dump(warehouse, str(tmp_path / "dump"), "b1")
+    process(warehouse, "b1")
+    ledger = spark.read.format("delta").load(f"{warehouse}/_cdc/ledger")
+    waiting = current_status(ledger).where("status = 'pending'").count()
+    assert waiting > 0
+    # No new record arrives, so stream time stands still; the wall clock does not.
+    time.sleep(1.5)
+    process(warehouse, "b1", options=("--max-pending-wall-seconds", "1"))
+    assert current_status(ledger).where("status = 'pending'").count() == 0
+    quarantine = spark.read.format("delta").load(f"{warehouse}/_cdc/quarantine")
+    expired = quarantine.where("reason = 'incomplete_fragment_set'").collect()
+    assert expired and all("wall-clock" in r["detail"] for r in expired)

@@ -57,9 +57,15 @@ def image(value: Any, name: str) -> dict[str, Any] | None:
     raise RecordFormatError("invalid_image", f"{name} must be an object or null, got {kind(value)}")
 
 
+# The sequence prefix of a record that carries no commit position at all (a CockroachDB
+# message without ``updated``, a YDB record without ``ts``): only its place in its partition
+# orders it, among the messages of its key (see spark_jobs.resolve.place_unordered).
+UNORDERED = sequence_key(0) + "~"
+
+
 def position_sequence(position: str, *parts: int) -> str:
     """Sequence of a record ordered by ``parts`` (if any), then by its place in its partition."""
-    return f"{sequence_key(*parts) if parts else sequence_key(0)}~{position}"
+    return f"{sequence_key(*parts)}~{position}" if parts else UNORDERED + position
 
 
 def kind(value: Any) -> str:

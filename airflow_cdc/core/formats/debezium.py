@@ -206,7 +206,11 @@ def _properties(payload: dict[str, Any]) -> dict[str, Any]:
     entries = transaction.get("properties") if isinstance(transaction, dict) else None
     if not isinstance(entries, list):
         return {}
-    return {e["name"]: e.get("value") for e in entries if isinstance(e, dict) and "name" in e}
+    return {
+        e["name"]: e.get("value")
+        for e in entries
+        if isinstance(e, dict) and isinstance(e.get("name"), str)
+    }
 
 
 def _heartbeat(payload: dict[str, Any]) -> Control | None:

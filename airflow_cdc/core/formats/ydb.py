@@ -111,8 +111,9 @@ def parse_debezium(message: Message) -> ChangeRecord:
     payload = require(doc, "payload", dict)
     op = require(payload, "op", str)
     source = require(payload, "source", dict)
-    step = integer(source.get("step"), "source.step")
-    tx = integer(source.get("txId"), "source.txId")
+    step, tx = _virtual_timestamp(
+        [source.get("step"), source.get("txId")], "source.step and source.txId"
+    )
     key: dict[str, Any] | None = None
     if message.key is not None:
         key_doc = load_json(message.key)

@@ -1,0 +1,81 @@
+"""Which column names a stream may add to a table.
+
+A column name from the stream is data: it becomes a Delta column only when Delta can store it
+(Delta refuses a name holding any of `` ,;{}()\\n\\t=`` unless the table uses column mapping),
+when it cannot be taken for another column (Spark resolves names without regard to case),
+when it is not one of the project's own ``_cdc_`` columns, and while the table stays within
+the configured number of columns added by streams. A change carrying a name that fails any of
+these is quarantined with the reason :func:`admit` gives; the batch goes on.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+# Characters Delta refuses in a column name without column mapping.
+UNSTORABLE = re.compile(r"[ ,;{}()\n\t=]")
+RESERVED_PREFIX = "_cdc_"
+INVALID_NAME = "invalid_column_name"
+COLUMN_LIMIT = "column_limit"
+# Defaults: PostgreSQL's own limit of columns per table, and the columns that streams may
+# add to one table beyond its DDL.
+MAX_COLUMNS_PER_RECORD = 1600
+MAX_ADDED_COLUMNS = 200
+
+
+def name_problem(name: str) -> str | None:
+    """Why ``name`` can never be a column of a target table, or ``None``."""
+    if not name:
+        return "a column name is empty"
+    if UNSTORABLE.search(name):
+        return (
+            f"column {name!r} holds a character Delta cannot store in a column name"
+            " (a space, one of ,;{}()= or a tab or newline)"
+        )
+    if name.lower().startswith(RESERVED_PREFIX):
+        return f"column {name!r} uses the prefix {RESERVED_PREFIX!r} of the pipeline's own columns"
+    return None
+
+
+@dataclass(frozen=True)
+class Admission:
+    """New columns to add, and each refused name with ``reason: detail``."""
+
+    added: tuple[str, ...]
+    refused: dict[str, tuple[str, str]] = field(default_factory=dict)
+
+
+def admit(
+    current: Iterable[str], declared: Iterable[str], new: Iterable[str], limit: int
+) -> Admission:
+    """Decide which of ``new`` may be added to a table that has ``current`` columns, of which
+    ``declared`` come from its DDL; at most ``limit`` columns beyond the DDL in all.
+
+    Names are taken in sorted order, so every run of a batch decides the same way.
+    """
+    current = list(current)
+    present = set(current)
+    taken = {name.lower(): name for name in current}
+    declared_names = set(declared)
+    count = sum(1 for n in current if n not in declared_names and not n.startswith(RESERVED_PREFIX))
+    added: list[str] = []
+    refused: dict[str, tuple[str, str]] = {}
+    for name in sorted(set(new) - present):
+        problem = name_problem(name)
+        if problem is None and name.lower() in taken:
+            problem = f"column {name!r} differs only in case from column {taken[name.lower()]!r}"
+        if problem is not None:
+            refused[name] = (INVALID_NAME, problem)
+        elif count >= limit:
+            refused[name] = (
+                COLUMN_LIMIT,
+                f"column {name!r} would be column {count + 1} added by the stream beyond the"
+                f" DDL; the limit is {limit}",
+            )
+        else:
+            added.append(name)
+            taken[name.lower()] = name
+            count += 1
+    return Admission(tuple(added), refused)

@@ -1,0 +1,109 @@
+"""Column names from the stream are data: a change bringing a column the table cannot take is
+quarantined with the reason, and the batch goes on (it used to fail, and fail again on every
+retry, at the ALTER TABLE)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_cdc.demo.dsql_stream import write_ndjson
+from tests.spark.pipeline import land_dump, process
+
+pytestmark = pytest.mark.spark
+DDL = "CREATE TABLE public.accounts (id BIGINT PRIMARY KEY, name TEXT);"
+BASE_NS = 1_767_225_600_000_000_000
+LIMITS = ("--max-added-columns", "2", "--max-columns-per-record", "10")
+
+
+def record(ident: int, extra: dict[str, Any], ts_ns: int) -> str:
+    """A ``full`` insert as the DSQL document shapes it, with ``extra`` columns."""
+    return json.dumps(
+        {
+            "type": "full",
+            "op": "c",
+            "before": None,
+            "after": {"id": ident, "name": f"n{ident}", **extra},
+            "source": {
+                "version": "1.0",
+                "ts_ms": ts_ns // 1_000_000,
+                "ts_ns": ts_ns,
+                "txId": f"tx{ident}",
+                "schema": "public",
+                "table": "accounts",
+                "db": "postgres",
+                "cluster": "c1",
+            },
+            "ts_ms": ts_ns // 1_000_000,
+            "ts_ns": ts_ns,
+        }
+    )
+
+
+def run(spark: Any, tmp_path: Path, batch: str, records: list[str]) -> dict[str, Any]:
+    dump = tmp_path / f"dump-{batch}"
+    write_ndjson(records, str(dump), files=1)
+    warehouse = str(tmp_path / "warehouse")
+    land_dump(warehouse, str(dump), batch, source=f"s{batch}")
+    return process(warehouse, batch, ddl=DDL, source=f"s{batch}", options=LIMITS)["apply"]
+
+
+def quarantined(spark: Any, tmp_path: Path, batch: str) -> dict[int, str]:
+    rows = (
+        spark.read.format("delta")
+        .load(str(tmp_path / "warehouse" / "_cdc" / "quarantine"))
+        .where(f"batch_id = '{batch}'")
+        .collect()
+    )
+    return {json.loads(r["payload"])["after"]["id"]: r["detail"] for r in rows}
+
+
+def test_columns_the_table_cannot_take_quarantine_their_change(spark: Any, tmp_path: Path) -> None:
+    hostile = {
+        2: {"a b": 1},
+        3: {"Name": "x"},  # the declared column "name", differing only in case
+        4: {"_cdc_deleted": True},
+        5: {"t,u": 1, "x(y)": 3, "p=q": 4, "r;s": 5, "t{u}": 6, "n\nl": 7, "t\tab": 8},
+    }
+    records = [
+        record(1, {"note": "kept", "v`w": "tick"}, BASE_NS),
+        *(record(i, extra, BASE_NS + i) for i, extra in hostile.items()),
+        record(6, {"x1": 1}, BASE_NS + 6),  # note and v`w filled the limit of 2
+        record(7, {f"c{i}": i for i in range(9)}, BASE_NS + 7),  # 11 columns, limit 10
+    ]
+    stats = run(spark, tmp_path, "b1", records)
+
+    accounting = stats["accounting"]
+    assert accounting["landed"] == 7 and accounting["unprocessed"] == 0
+    assert accounting["applied"] == 1 and accounting["quarantined"] == 6
+    table = spark.read.format("delta").load(str(tmp_path / "warehouse" / "public" / "accounts"))
+    assert [(r["id"], r["note"], r["v`w"]) for r in table.collect()] == [(1, "kept", "tick")]
+    added = [c for c in table.columns if not c.startswith("_cdc_") and c not in ("id", "name")]
+    assert sorted(added) == ["note", "v`w"]
+    reasons = quarantined(spark, tmp_path, "b1")
+    assert set(reasons) == {2, 3, 4, 5, 6, 7}
+    for ident in (2, 3, 4, 5):
+        assert reasons[ident].startswith("invalid_column_name: "), reasons[ident]
+    assert "differs only in case" in reasons[3]
+    assert "'_cdc_'" in reasons[4]
+    assert reasons[6].startswith("column_limit: column 'x1'"), reasons[6]
+    assert reasons[7] == "too_many_columns: the image has 11 columns; the limit is 10"
+
+    again = process(str(tmp_path / "warehouse"), "b1", ddl=DDL, source="sb1", options=LIMITS)[
+        "apply"
+    ]
+    assert again["accounting"] == accounting
+
+
+def test_names_refused_are_many(spark: Any, tmp_path: Path) -> None:
+    """More refused names than the job words one by one: each change still gets a reason."""
+    records = [record(i, {f"bad name {i}": i}, BASE_NS + i) for i in range(1, 1006)]
+    stats = run(spark, tmp_path, "b2", records)
+    assert stats["accounting"]["quarantined"] == 1005
+    reasons = quarantined(spark, tmp_path, "b2")
+    assert len(reasons) == 1005
+    assert all(r.startswith("invalid_column_name: ") for r in reasons.values())
+    assert "bad name 1005" in reasons[1005]

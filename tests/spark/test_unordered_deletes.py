@@ -1,0 +1,82 @@
+"""CockroachDB messages without a timestamp take their place by offset among their key's
+messages (the changefeed's per-key ordering), also when a feed mixes them with timestamped
+ones: a bare-envelope feed ``WITH updated`` on Kafka sends upserts with ``__crdb__.updated``
+and deletes as messages with the key and a null value, which carry no timestamp."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from spark_jobs.ledger import STATUSES
+from tests.spark.pipeline import land_dump, process
+
+pytestmark = pytest.mark.spark
+DDL = "CREATE TABLE items (id BIGINT PRIMARY KEY, name TEXT);"
+WALL = 1_767_225_600_000_000_000
+
+
+def upsert(ident: int, name: str, offset: int, at: int) -> str:
+    value = {"id": ident, "name": name, "__crdb__": {"updated": f"{WALL + at}.0000000000"}}
+    return json.dumps(
+        {"topic": "items", "key": json.dumps([ident]), "value": json.dumps(value), "offset": offset}
+    )
+
+
+def delete(ident: int, offset: int) -> str:
+    return json.dumps(
+        {"topic": "items", "key": json.dumps([ident]), "value": None, "offset": offset}
+    )
+
+
+def live(spark: Any, warehouse: str) -> dict[int, str]:
+    rows = spark.read.format("delta").load(f"{warehouse}/public/items").where("NOT _cdc_deleted")
+    return {r["id"]: r["name"] for r in rows.collect()}
+
+
+def run(warehouse: str, dump: Path, batch: str) -> dict[str, Any]:
+    land_dump(warehouse, str(dump), batch, layout="kafka", fmt="cockroachdb")
+    stats = process(warehouse, batch, ddl=DDL, fmt="cockroachdb")["apply"]
+    accounting = stats["accounting"]
+    assert accounting["unprocessed"] == 0
+    assert accounting["landed"] == sum(accounting[s] for s in STATUSES)
+    return accounting
+
+
+def test_a_delete_without_timestamp_follows_the_upserts_before_it(
+    spark: Any, tmp_path: Path
+) -> None:
+    dump = tmp_path / "dump"
+    dump.mkdir()
+    warehouse = str(tmp_path / "warehouse")
+    first = [
+        upsert(1, "one", 0, at=10),
+        delete(1, 1),  # after the upsert: the row goes away
+        upsert(2, "two", 2, at=20),
+        delete(2, 3),
+        upsert(2, "two again", 4, at=40),  # back, newer than the delete
+        upsert(3, "three", 5, at=50),  # deleted in the next batch
+        upsert(6, "six", 6, at=5),
+    ]
+    (dump / "p0.ndjson").write_text("\n".join(first) + "\n", encoding="utf-8")
+    (dump / "p1.ndjson").write_text(
+        "\n".join([upsert(5, "five", 0, at=30), delete(5, 1)]) + "\n", encoding="utf-8"
+    )
+    accounting = run(warehouse, dump, "b1")
+    assert live(spark, warehouse) == {2: "two again", 3: "three", 6: "six"}
+    assert accounting["applied"] == 5 and accounting["superseded"] == 4
+
+    with (dump / "p0.ndjson").open("a", encoding="utf-8") as handle:
+        handle.write("\n".join([delete(3, 7), delete(4, 8), upsert(6, "six later", 9, at=60)]))
+        handle.write("\n")
+    accounting = run(warehouse, dump, "b2")
+    # Key 3's delete follows the upsert of the earlier batch; key 4 was never there.
+    assert live(spark, warehouse) == {2: "two again", 6: "six later"}
+    assert accounting["applied"] == 3
+
+    again = process(warehouse, "b2", ddl=DDL, fmt="cockroachdb")["apply"]["accounting"]
+    assert again == accounting
+    assert live(spark, warehouse) == {2: "two again", 6: "six later"}
