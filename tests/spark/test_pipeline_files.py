@@ -108,13 +108,18 @@ def test_late_older_changes_and_new_columns_across_batches(
     assert all(m["job_version"] == apply_changes.JOB_VERSION for m in metadata)
 
 
-def test_bad_input_is_quarantined_with_reason_and_payload(
-    spark: Any, warehouse: str, tmp_path: Path
-) -> None:
+def apply_bad_input(warehouse: str, tmp_path: Path) -> None:
+    """Land and apply a small stream with one of each bad input (one set never completes)."""
     stream = generate(80, seed=3)
     write_ndjson(stream.deliveries, str(tmp_path / "dump"), files=1)
     land_dump(warehouse, str(tmp_path / "dump"), "b1")
     process(warehouse, "b1", max_pending_age=3600)
+
+
+def test_bad_input_is_quarantined_with_reason_and_payload(
+    spark: Any, warehouse: str, tmp_path: Path
+) -> None:
+    apply_bad_input(warehouse, tmp_path)
     quarantine = spark.read.format("delta").load(f"{warehouse}/_cdc/quarantine")
     reasons = {r["reason"] for r in quarantine.select("reason").collect()}
     assert {
@@ -138,10 +143,7 @@ def test_bad_input_is_quarantined_with_reason_and_payload(
 def test_a_stalled_stream_expires_its_sets_by_wall_clock(
     spark: Any, warehouse: str, tmp_path: Path
 ) -> None:
-    stream = generate(80, seed=3)
-    write_ndjson(stream.deliveries, str(tmp_path / "dump"), files=1)
-    land_dump(warehouse, str(tmp_path / "dump"), "b1")
-    process(warehouse, "b1")
+    apply_bad_input(warehouse, tmp_path)
     ledger = spark.read.format("delta").load(f"{warehouse}/_cdc/ledger")
     waiting = current_status(ledger).where("status = 'pending'").count()
     assert waiting > 0
