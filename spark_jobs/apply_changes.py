@@ -178,7 +178,7 @@ def apply_tables(
     for declared in specs:
         mine = changes.where(resolve.belongs(declared, only_table, names_schemas))
         path = ctx.warehouse.target(declared.table)
-        types = resolve.record_types(mine)
+        types = resolve.record_types(mine, limits.columns)
         spec = resolve.effective_spec(ctx.spark, path, declared, types, limits.added_columns)
         decoded = resolve.decode_changes(mine, spec, types, limits.columns).localCheckpoint()
         decoded, added = resolve.admit_extras(decoded, declared, spec, limits.added_columns)

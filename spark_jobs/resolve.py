@@ -110,16 +110,26 @@ def effective_spec(
     return TableSpec(spec.table, tuple(columns.values()), spec.primary_key)
 
 
-def record_types(mine: DataFrame) -> list[str]:
-    """The distinct Connect schemas of the batch's records, oldest first (few per batch)."""
+def record_types(mine: DataFrame, max_columns: int) -> list[str]:
+    """The distinct Connect schemas of the batch's records, oldest first (few per batch); a
+    schema of more than ``max_columns`` columns adds none (its records are quarantined as
+    ``too_many_columns``)."""
     seen = (
-        mine.where(F.col("types_json").isNotNull())
+        mine.where(
+            F.col("types_json").isNotNull()
+            & (F.size(F.json_object_keys("types_json")) <= max_columns)
+        )
         .groupBy("types_json")
         .agg(F.min("sequence").alias("first"))
         .orderBy("first")
         .collect()
     )
     return [row["types_json"] for row in seen]
+
+
+def _columns(names: list[str]) -> list[Column]:
+    """Columns by name, whatever the name holds (a dot, a backtick)."""
+    return [F.col(quoted(n)) for n in names]
 
 
 def _error(reason: str, detail: Column) -> Column:
@@ -295,7 +305,7 @@ def admit_extras(
     generic = F.concat(reason, F.lit(": the table cannot take column "), F.to_json(F.array(first)))
     refused = F.col("_err_reason").isNull() & first.isNotNull()
     marked = decoded.select(
-        *[c for c in decoded.columns if c not in ERROR_COLUMNS],
+        *_columns([c for c in decoded.columns if c not in ERROR_COLUMNS]),
         F.when(refused, reason).otherwise(F.col("_err_reason")).alias("_err_reason"),
         F.when(refused, F.coalesce(known[first], generic))
         .otherwise(F.col("_err_detail"))
@@ -321,7 +331,7 @@ def place_unordered(
     if good.where(unordered).isEmpty():
         return good
     earlier = (
-        Window.partitionBy(*keys, "_cdc_partition")
+        Window.partitionBy(*_columns(keys), "_cdc_partition")
         .orderBy("_cdc_position")
         .rowsBetween(Window.unboundedPreceding, -1)
     )
@@ -343,7 +353,9 @@ def place_unordered(
         placed = placed.join(rows, on, "left").drop(*(f"_t_{i}" for i in range(len(keys))))
     else:
         placed = placed.withColumn("_t_seq", F.lit(None).cast("string"))
-    base = F.coalesce(F.greatest("_prior", "_t_seq"), F.lit(UNORDERED[:-1]))
+    # The target's anchor only: its position suffix would compound batch after batch.
+    anchor = F.substring_index(F.col("_t_seq"), "~", 1)
+    base = F.coalesce(F.greatest(F.col("_prior"), anchor), F.lit(UNORDERED[:-1]))
     placed = placed.withColumn(
         "_cdc_sequence", F.concat(base, F.lit("~"), F.col("_cdc_position"))
     ).drop("_t_seq")
@@ -352,7 +364,7 @@ def place_unordered(
 
 def resolve_keys(decoded: DataFrame, keys: list[str]) -> tuple[DataFrame, DataFrame]:
     """(winners, losers): one change per key, the newest; losers with their status."""
-    per_key = Window.partitionBy(*keys).orderBy(
+    per_key = Window.partitionBy(*_columns(keys)).orderBy(
         F.col("_cdc_sequence").desc(), F.col("_cdc_record_id").asc()
     )
     # Materialized once: the winners and the ledger's losers both come from it.
@@ -403,7 +415,7 @@ def fold_partials(decoded: DataFrame, keys: list[str]) -> tuple[DataFrame, DataF
                 row[m] = list((row[m] or {}).items())
         return pa.Table.from_pylist(rows, schema=arrow_schema)
 
-    folded = decoded.groupBy(*keys).applyInArrow(run, schema).localCheckpoint()
+    folded = decoded.groupBy(*_columns(keys)).applyInArrow(run, schema).localCheckpoint()
     winners = folded.where(F.col("_fold_status").isNull()).drop("_fold_status", "_fold_reason")
     losers = (
         folded.where(F.col("_fold_status").isNotNull())
@@ -420,7 +432,7 @@ def fold_partials(decoded: DataFrame, keys: list[str]) -> tuple[DataFrame, DataF
 def resolve_table(decoded: DataFrame, keys: list[str]) -> tuple[DataFrame, list[DataFrame]]:
     """(winners, losers) of one table's decoded changes, partial updates folded; both are
     filters of materialized frames, cheap to read again."""
-    partial_keys = decoded.where(F.col("_cdc_set_columns").isNotNull()).select(*keys)
+    partial_keys = decoded.where(F.col("_cdc_set_columns").isNotNull()).select(*_columns(keys))
     if partial_keys.isEmpty():
         winners, losers = resolve_keys(decoded, keys)
         return winners, [losers]

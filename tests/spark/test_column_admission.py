@@ -107,3 +107,15 @@ def test_names_refused_are_many(spark: Any, tmp_path: Path) -> None:
     assert len(reasons) == 1005
     assert all(r.startswith("invalid_column_name: ") for r in reasons.values())
     assert "bad name 1005" in reasons[1005]
+
+
+def test_a_dotted_column_beside_a_refused_one(spark: Any, tmp_path: Path) -> None:
+    """Names are columns, never paths into structs: a column holding a dot is taken, and a
+    refused name beside it in the batch quarantines only its own change."""
+    stats = run(
+        spark, tmp_path, "b3", [record(1, {"a.b": "dot"}, BASE_NS), record(2, {"x y": 2}, BASE_NS)]
+    )
+    assert stats["accounting"]["applied"] == 1 and stats["accounting"]["quarantined"] == 1
+    table = spark.read.format("delta").load(str(tmp_path / "warehouse" / "public" / "accounts"))
+    assert [(r["id"], r["a.b"]) for r in table.collect()] == [(1, "dot")]
+    assert list(quarantined(spark, tmp_path, "b3")) == [2]
