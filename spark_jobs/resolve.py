@@ -25,7 +25,7 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from airflow_cdc.core.columns import COLUMN_LIMIT, INVALID_NAME, RESERVED_PREFIX, UNSTORABLE, admit
+from airflow_cdc.core.columns import admit
 from airflow_cdc.core.ddl import ColumnSpec, TableSpec
 from airflow_cdc.core.formats.common import UNORDERED
 from airflow_cdc.core.partial import fold
@@ -272,7 +272,7 @@ def admit_extras(
 ) -> tuple[DataFrame, tuple[str, ...]]:
     """(decoded, columns to add): the undeclared columns of the batch's good changes that the
     table may take (:func:`~airflow_cdc.core.columns.admit`); a change carrying any other
-    undeclared column gets a quarantine reason naming it."""
+    undeclared column gets the core's quarantine reason for its first refused name."""
     seen = [
         r[0]
         for r in decoded.where(F.col("_err_reason").isNull())
@@ -284,30 +284,22 @@ def admit_extras(
     admission = admit(current, [c.name for c in declared.columns], seen, limit)
     if not admission.refused:
         return decoded, admission.added
+    refused = decoded.sparkSession.createDataFrame(
+        [(name, reason, f"{reason}: {text}") for name, (reason, text) in admission.refused.items()],
+        "_cdc_refused STRING, _cdc_refused_reason STRING, _cdc_refused_detail STRING",
+    )
     allowed = list(admission.added)
-    names = F.map_keys("_cdc_extra")
     first = F.try_element_at(
-        F.filter(names, lambda k: ~k.isin(*allowed) if allowed else F.lit(True)), F.lit(1)
+        F.filter(F.map_keys("_cdc_extra"), lambda k: ~k.isin(*allowed) if allowed else F.lit(True)),
+        F.lit(1),
     )
-    # The detail of the first refused names as the core words it; any other, generically.
-    details = dict(sorted(admission.refused.items())[:1000])
-    known = F.create_map(
-        *[F.lit(v) for name, (reason, text) in details.items() for v in (name, f"{reason}: {text}")]
-    )
-    taken = [n.lower() for n in (*current, *allowed)]
-    invalid = (
-        first.rlike(UNSTORABLE.pattern)
-        | F.lower(first).startswith(RESERVED_PREFIX)
-        | (first == "")
-        | F.lower(first).isin(*taken)
-    )
-    reason = F.when(invalid, F.lit(INVALID_NAME)).otherwise(F.lit(COLUMN_LIMIT))
-    generic = F.concat(reason, F.lit(": the table cannot take column "), F.to_json(F.array(first)))
-    refused = F.col("_err_reason").isNull() & first.isNotNull()
-    marked = decoded.select(
+    # A change already quarantined keeps its own reason; another takes its first refused name's.
+    flagged = decoded.withColumn("_cdc_refused", F.when(F.col("_err_reason").isNull(), first))
+    hit = F.col("_cdc_refused_reason").isNotNull()
+    marked = flagged.join(F.broadcast(refused), "_cdc_refused", "left").select(
         *_columns([c for c in decoded.columns if c not in ERROR_COLUMNS]),
-        F.when(refused, reason).otherwise(F.col("_err_reason")).alias("_err_reason"),
-        F.when(refused, F.coalesce(known[first], generic))
+        F.coalesce("_cdc_refused_reason", "_err_reason").alias("_err_reason"),
+        F.when(hit, F.col("_cdc_refused_detail"))
         .otherwise(F.col("_err_detail"))
         .alias("_err_detail"),
     )
