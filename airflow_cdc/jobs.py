@@ -72,6 +72,10 @@ def delta_spark_conf() -> dict[str, str]:
         # VACUUM lists a table's files in this many tasks (Spark's default, 10,000, costs
         # about a minute of task start-up per table on two cores).
         "spark.sql.sources.parallelPartitionDiscovery.parallelism": "16",
+        # PySpark records the Python call site of every column expression it builds (three
+        # JVM calls and a stack walk each): several seconds per job for plans of hundreds of
+        # expressions. Errors still name the failing expression.
+        "spark.python.sql.dataFrameDebugging.enabled": "false",
     }
 
 

@@ -35,7 +35,7 @@ from spark_jobs.common import quoted
 from spark_jobs.ledger import DUPLICATE, SUPERSEDED
 from spark_jobs.parse import IMAGE
 from spark_jobs.schemas import struct
-from spark_jobs.values import decode_columns, decode_value
+from spark_jobs.values import DecodedColumn, decode_columns, decode_fast, decode_value
 
 log = logging.getLogger("airflow_cdc.jobs")
 
@@ -143,7 +143,6 @@ def decode_changes(
     metadata, or ``_err_reason`` / ``_err_detail`` where the change cannot be applied (an
     image of more than ``max_columns`` columns is quarantined whole)."""
     keys = list(spec.primary_key)
-    declared = [c.name for c in spec.columns]
     is_delete = F.col("op") == "d"
     image = F.when(is_delete, F.col("before")).otherwise(F.col("after"))
     key = F.col("key")
@@ -169,7 +168,30 @@ def decode_changes(
     # Each column's JSON value once, as a column: the decoders refer to it many times.
     slots = {c.name: f"_v{i}" for i, c in enumerate(spec.columns)}
     frame = frame.select("*", *[raw(c.name).alias(slots[c.name]) for c in spec.columns])
-    frame, decoded = decode_columns(frame, list(spec.columns), slots)
+    # Most values are in their common form, which a few cheap expressions decode. The full
+    # rules (regular expressions, many branches: costly to compile and to run) are built
+    # only for the columns where the batch holds other values: one pass over the batch's
+    # common forms finds those columns.
+    columns = list(spec.columns)
+    frame, fast_parts, common = decode_fast(frame, columns, slots)
+    seen = frame.agg(*(F.bool_and(common[c.name]) for c in columns)).first()
+    uncommon = [c for i, c in enumerate(columns) if seen is not None and seen[i] is False]
+    frame, slow_parts = decode_columns(frame, uncommon, slots)
+    return _finish(frame, spec, types, {**fast_parts, **slow_parts}, slots, max_columns)
+
+
+def _finish(
+    frame: DataFrame,
+    spec: TableSpec,
+    types: list[str],
+    decoded: dict[str, DecodedColumn],
+    slots: dict[str, str],
+    max_columns: int,
+) -> DataFrame:
+    """Decoded changes -> typed rows with ``_cdc_*`` metadata and the quarantine reason."""
+    keys = list(spec.primary_key)
+    declared = [c.name for c in spec.columns]
+    img, key, key_list = F.col("_image"), F.col("key"), F.col("_key_list")
     missing = [k for k in keys if k not in declared]
     key_absent = F.lit(False)
     for name in keys:

@@ -22,6 +22,7 @@ objects stored as text are Spark's compact JSON (non-ASCII characters kept as th
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -96,27 +97,44 @@ class _Json:
         self.variant = value
         self.prefix = prefix
         self.levels: tuple[dict[str, Column], ...] = ({}, {}, {}, {})
-        kind = F.schema_of_variant(value)
-        self.kind = self.stage("kind", kind, level=1)
-        self.present = self.stage("present", value.isNotNull() & (kind != "VOID"), level=1)
+
+    # Each level-1 part is staged when a decoder first refers to it: the fast forms
+    # (:func:`decode_fast`) stage only the few they read.
+    @functools.cached_property
+    def kind(self) -> Column:
+        return self.stage("kind", F.schema_of_variant(self.variant), level=1)
+
+    @functools.cached_property
+    def present(self) -> Column:
+        present = self.variant.isNotNull() & (self.kind != "VOID")
+        return self.stage("present", present, level=1)
+
+    @functools.cached_property
+    def _string(self) -> Column:
         # Text forms only for JSON strings: every regex then skips the other values.
-        self._string = self.stage(
-            "string", F.when(kind == "STRING", F.try_variant_get(value, "$", "string")), level=1
-        )
+        string = F.when(self.kind == "STRING", F.try_variant_get(self.variant, "$", "string"))
+        return self.stage("string", string, level=1)
+
+    @functools.cached_property
+    def int64(self) -> Column:
         # Only integral JSON numbers are read as numbers: a failed cast costs an exception.
-        int64 = F.when(kind.isin(*_INT_KINDS), F.try_variant_get(value, "$", "bigint"))
-        self.int64 = self.stage("int64", int64, level=1)
-        self._integral = self.stage(
-            "integral",
-            F.when(self.int64.isNotNull(), self.int64.cast("decimal(38,0)")).when(
-                F.coalesce(kind.rlike(r"^DECIMAL\(\d+,0\)$"), F.lit(False)),
-                F.try_variant_get(value, "$", "decimal(38,0)"),
-            ),
+        int64 = F.when(self.kind.isin(*_INT_KINDS), F.try_variant_get(self.variant, "$", "bigint"))
+        return self.stage("int64", int64, level=1)
+
+    @functools.cached_property
+    def _integral(self) -> Column:
+        integral = F.when(self.int64.isNotNull(), self.int64.cast("decimal(38,0)")).when(
+            F.coalesce(self.kind.rlike(r"^DECIMAL\(\d+,0\)$"), F.lit(False)),
+            F.try_variant_get(self.variant, "$", "decimal(38,0)"),
         )
-        # The value as text, for error messages and untyped columns (computed where used).
-        self.text = F.when(kind == "STRING", F.try_variant_get(value, "$", "string")).otherwise(
-            F.to_json(value)
-        )
+        return self.stage("integral", integral, level=1)
+
+    @property
+    def text(self) -> Column:
+        """The value as text, for error messages and untyped columns (computed where used)."""
+        return F.when(
+            self.kind == "STRING", F.try_variant_get(self.variant, "$", "string")
+        ).otherwise(F.to_json(self.variant))
 
     def stage(self, name: str, expression: Column, level: int = 2) -> Column:
         """``expression`` as a column of its own (with a prefix), else as it is."""
@@ -208,7 +226,12 @@ def _integer(column: ColumnSpec, json: _Json) -> _Result:
     problem = F.when(~json.is_integer, F.lit(f"is not a JSON integer ({column.pg_type})")).when(
         ~F.coalesce(in_range, F.lit(False)), F.lit(f"is out of range for {column.pg_type}")
     )
-    return _Result(number, problem, fast=(json.int64.between(low, high), json.int64))
+    return _Result(number, problem, fast=_integer_fast(column, json))
+
+
+def _integer_fast(column: ColumnSpec, json: _Json) -> tuple[Column, Column]:
+    low, high = _RANGES[column.pg_type]
+    return json.int64.between(low, high), json.int64
 
 
 def _float(column: ColumnSpec, json: _Json) -> _Result:
@@ -252,16 +275,23 @@ def _numeric(column: ColumnSpec, json: _Json) -> _Result:
         )
     )
     value = F.when(syntax, F.trim(text).try_cast(f"decimal({precision},{scale})"))
-    # The common form, digits that fit: a plain cast.
-    whole_form = "0" if precision == scale else f"(?:0|[1-9][0-9]{{0,{precision - scale - 1}}})"
-    fraction_form = f"(?:\\.[0-9]{{1,{scale}}})?" if scale else ""
-    common = json.get("string").rlike(f"^-?{whole_form}{fraction_form}$")
     return _Result(
         F.when(~special, value),
         F.coalesce(problem, F.when(~special & value.isNull(), F.lit("is not a decimal number"))),
         F.when(special, text),
-        fast=(common, json.get("string").cast(f"decimal({precision},{scale})")),
+        fast=_numeric_fast(column, json),
     )
+
+
+def _numeric_fast(column: ColumnSpec, json: _Json) -> tuple[Column, Column]:
+    """The common form, a JSON string of digits that fit: a plain cast."""
+    precision, scale = (
+        (column.precision, column.scale or 0) if column.precision is not None else DEFAULT_DECIMAL
+    )
+    whole_form = "0" if precision == scale else f"(?:0|[1-9][0-9]{{0,{precision - scale - 1}}})"
+    fraction_form = f"(?:\\.[0-9]{{1,{scale}}})?" if scale else ""
+    common = json.get("string").rlike(f"^-?{whole_form}{fraction_form}$")
+    return common, json.get("string").cast(f"decimal({precision},{scale})")
 
 
 def _boolean(column: ColumnSpec, json: _Json) -> _Result:
@@ -304,13 +334,13 @@ def _date(column: ColumnSpec, json: _Json) -> _Result:
     problem = F.when(~(json.is_string | json.is_integer), F.lit("is not a date")).when(
         json.is_string & from_text.isNull(), F.lit("is not an ISO date")
     )
+    return _Result(value, problem, special, fast=_date_fast(column, json))
+
+
+def _date_fast(column: ColumnSpec, json: _Json) -> tuple[Column, Column]:
+    """Days since the epoch, within the calendar."""
     epoch_days = json.int64.between(MIN_DAYS, MAX_DAYS)
-    return _Result(
-        value,
-        problem,
-        special,
-        fast=(epoch_days, F.date_add(F.lit("1970-01-01").cast("date"), json.int64.cast("int"))),
-    )
+    return epoch_days, F.date_add(F.lit("1970-01-01").cast("date"), json.int64.cast("int"))
 
 
 def _clock_micros(hours: Column, minutes: Column, seconds: Column, fraction: Column) -> Column:
@@ -343,14 +373,13 @@ def _time_of_day(column: ColumnSpec, json: _Json) -> _Result:
         .when(json.is_string & ~valid_text, F.lit("is not an ISO time"))
         .when(~F.coalesce(in_day, F.lit(False)), F.lit("µs is not a time of day"))
     )
-    return _Result(
-        F.concat(_clock(micros), F.lit(suffix)),
-        problem,
-        fast=(
-            json.int64.between(0, MICROS_PER_DAY - 1),
-            F.concat(_clock(json.int64), F.lit(suffix)),
-        ),
-    )
+    return _Result(F.concat(_clock(micros), F.lit(suffix)), problem, fast=_time_fast(column, json))
+
+
+def _time_fast(column: ColumnSpec, json: _Json) -> tuple[Column, Column]:
+    """Microseconds since midnight, within the day."""
+    suffix = "+00:00" if column.pg_type == "timetz" else ""
+    return json.int64.between(0, MICROS_PER_DAY - 1), F.concat(_clock(json.int64), F.lit(suffix))
 
 
 def _clock(micros: Column) -> Column:
@@ -420,15 +449,20 @@ def _timestamp(column: ColumnSpec, json: _Json) -> _Result:
             F.lit("is outside the timestamp range"),
         )
     )
-    instant = F.timestamp_micros(json.int64)
     return _Result(
         F.when(in_range, value),
         problem,
         F.when(json.is_integer, sentinel),
-        fast=(
-            json.int64.between(MIN_MICROS, MAX_MICROS),
-            instant.cast("timestamp_ntz") if column.pg_type == "timestamp" else instant,
-        ),
+        fast=_timestamp_fast(column, json),
+    )
+
+
+def _timestamp_fast(column: ColumnSpec, json: _Json) -> tuple[Column, Column]:
+    """Microseconds since the epoch, within the calendar."""
+    instant = F.timestamp_micros(json.int64)
+    return (
+        json.int64.between(MIN_MICROS, MAX_MICROS),
+        instant.cast("timestamp_ntz") if column.pg_type == "timestamp" else instant,
     )
 
 
@@ -494,6 +528,62 @@ _DECODERS: dict[str, Callable[[ColumnSpec, _Json], _Result]] = {
     "oidvector": _oidvector,
     "untyped": _untyped,
 }
+
+
+# The common form of each family whose full rules are costly (regular expressions on every
+# value): where it applies, its value is the full rules' value, with no special marker.
+_FAST: dict[str, Callable[[ColumnSpec, _Json], tuple[Column, Column]]] = {
+    "tinyint": _integer_fast,
+    "smallint": _integer_fast,
+    "integer": _integer_fast,
+    "bigint": _integer_fast,
+    "oid": _integer_fast,
+    "interval": _integer_fast,
+    "numeric": _numeric_fast,
+    "date": _date_fast,
+    "time": _time_fast,
+    "timetz": _time_fast,
+    "timestamp": _timestamp_fast,
+    "timestamptz": _timestamp_fast,
+}
+
+
+def decode_fast(
+    frame: DataFrame, columns: list[ColumnSpec], slots: dict[str, str]
+) -> tuple[DataFrame, dict[str, DecodedColumn], dict[str, Column]]:
+    """Decode many columns by their common forms only (as :func:`decode_columns` takes them).
+
+    Returns the frame with the few parts the common forms read, each column's parts, and
+    per column ``common``: whether the row's value is absent, null or in its common form.
+    Where it holds, the column's parts equal :func:`decode_columns`'s (no error, no special
+    marker); elsewhere the value needs the full rules. The families without a costly rule
+    (text, booleans, floats, UUIDs, bytes, JSON, arrays) take their full rules here.
+    """
+    parts: dict[str, DecodedColumn] = {}
+    common: dict[str, Column] = {}
+    staged: dict[str, Column] = {}
+    for column in columns:
+        json = _Json(F.col(slots[column.name]), prefix=f"{slots[column.name]}f")
+        fast = _FAST.get(column.pg_type)
+        if fast is not None:
+            applies, value = fast(column, json)
+        else:
+            result = _DECODERS[column.pg_type](column, json)
+            applies = result.problem.isNull()
+            if result.special is not None:
+                applies = applies & result.special.isNull()
+            value = result.value
+        applies = F.coalesce(applies, F.lit(False))
+        common[column.name] = ~json.present | applies
+        parts[column.name] = DecodedColumn(
+            value=F.when(json.present & applies, value).cast(spark_type(column)),
+            special=F.lit(None).cast("string"),
+            error=F.lit(None).cast("string"),
+        )
+        staged.update(json.levels[0])
+        if any(json.levels[1:]):
+            raise AssertionError(f"the common form of {column.pg_type} stages past level 1")
+    return frame.select("*", *(e.alias(n) for n, e in staged.items())), parts, common
 
 
 def decode_columns(

@@ -18,7 +18,7 @@ import pytest
 from airflow_cdc.core.ddl import ColumnSpec
 from airflow_cdc.core.exceptions import DecodeError
 from airflow_cdc.core.types import decode, decode_undeclared
-from spark_jobs.values import decode_columns
+from spark_jobs.values import decode_columns, decode_fast
 
 pytestmark = pytest.mark.spark
 
@@ -308,3 +308,70 @@ def test_values_a_spark_type_cannot_hold_are_quarantined_not_crashed(spark: Any)
     # An oidvector element past 64 bits: the core raises DecodeError, the JVM agrees.
     column = ColumnSpec("c", "oidvector")
     assert core(column, f"[{2**70}]")[0] == "error"
+
+
+def jvm_common_forms(spark: Any) -> dict[tuple[int, int], tuple[bool, Any]]:
+    """For every case, whether :func:`decode_fast` takes it as a common form, and its value."""
+    from pyspark.sql import functions as F
+
+    columns = list(CASES)
+    width = max(len(v) for v in CASES.values())
+    rows = [
+        (row, *(CASES[c][row] if row < len(CASES[c]) else None for c in columns))
+        for row in range(width)
+    ]
+    schema = "row INT, " + ", ".join(f"t{i} STRING" for i in range(len(columns)))
+    frame = spark.createDataFrame(rows, schema).select(
+        "row", *(F.try_parse_json(f"t{i}").alias(f"v{i}") for i in range(len(columns)))
+    )
+    specs = [ColumnSpec(f"c{i}", c.pg_type, c.precision, c.scale) for i, c in enumerate(columns)]
+    staged, parts, common = decode_fast(
+        frame, specs, {s.name: f"v{i}" for i, s in enumerate(specs)}
+    )
+    selected = staged.select(
+        "row",
+        *(
+            F.struct(
+                common[s.name].alias("common"),
+                parts[s.name].value.alias("value"),
+                parts[s.name].special.alias("special"),
+                parts[s.name].error.alias("error"),
+            ).alias(s.name)
+            for s in specs
+        ),
+    )
+    result = {}
+    for row in selected.collect():
+        for i, spec in enumerate(specs):
+            if row["row"] >= len(CASES[columns[i]]):
+                continue
+            cell = row[spec.name]
+            assert cell["special"] is None and cell["error"] is None
+            result[(i, row["row"])] = (cell["common"], cell["value"])
+    return result
+
+
+def test_common_forms_agree_with_the_core_wherever_they_apply(spark: Any) -> None:
+    """A value taken by its common form decodes as the core decodes it; every other value
+    is left to the full rules (above), and each costly family has common forms here."""
+    got = jvm_common_forms(spark)
+    mismatches = []
+    taken: dict[str, int] = {}
+    for i, (column, texts) in enumerate(CASES.items()):
+        for row, text in enumerate(texts):
+            common, value = got[(i, row)]
+            want = core(column, text)
+            if text == "null":
+                assert common and value is None, (column.pg_type, text)
+                continue
+            if not common:
+                continue
+            taken[column.pg_type] = taken.get(column.pg_type, 0) + 1
+            have_n = ("ok", normalized(column, value), None)
+            want_n = (want[0], normalized(column, want[1]), want[2])
+            if have_n != want_n:
+                mismatches.append((column.pg_type, text, want_n, have_n))
+    assert mismatches == [], "\n".join(map(str, mismatches))
+    costly = ("smallint", "integer", "bigint", "oid", "interval", "numeric", "date", "time")
+    families = (*costly, "timetz", "timestamp", "timestamptz")
+    assert all(taken.get(family, 0) >= 1 for family in families), taken
