@@ -342,12 +342,28 @@ def kinesis_dump_records(ctx: JobContext, source: str, tasks: list[ShardTask]) -
     the JVM (the rules of :func:`parse_line`): raw table rows plus :data:`LINE_COLUMNS`, one
     row per line (blank ones are marked ``_blank`` and land nothing)."""
     numbered = numbered_lines(ctx, tasks)
+    # Each part once, in its own projection: Spark would otherwise copy the extraction of the
+    # (large) Data text into every rule and output that reads it.
     doc = F.try_parse_json("line")
-    kind = F.schema_of_variant(doc)
-    data = F.try_variant_get(doc, "$.Data", "variant")
-    data_text = F.try_variant_get(data, "$", "string")
-    arrival = F.try_variant_get(doc, "$.ApproximateArrivalTimestamp", "variant")
-    arrival_kind = F.schema_of_variant(arrival)
+    fields = numbered.select("*", doc.alias("_doc")).select(
+        "*",
+        F.schema_of_variant("_doc").alias("_kind"),
+        F.try_variant_get("_doc", "$.Data", "variant").alias("_data"),
+        F.try_variant_get("_doc", "$.ApproximateArrivalTimestamp", "variant").alias("_arrival"),
+        F.try_variant_get("_doc", "$.PartitionKey", "variant").alias("_partition"),
+    )
+    fields = fields.select(
+        "*",
+        F.schema_of_variant("_data").alias("_data_kind"),
+        F.try_variant_get("_data", "$", "string").alias("_data_text"),
+        F.schema_of_variant("_arrival").alias("_arrival_kind"),
+        F.schema_of_variant("_partition").alias("_partition_kind"),
+    )
+    data_text, arrival, arrival_kind = (
+        F.col("_data_text"),
+        F.col("_arrival"),
+        F.col("_arrival_kind"),
+    )
     arrival_text = F.try_variant_get(arrival, "$", "string")
     number_seconds = F.when(
         arrival_kind.rlike("^(TINYINT|SMALLINT|INT|BIGINT|DECIMAL.*|DOUBLE)$"),
@@ -357,24 +373,26 @@ def kinesis_dump_records(ctx: JobContext, source: str, tasks: list[ShardTask]) -
         F.timestamp_micros((number_seconds * 1_000_000).try_cast("bigint")),
         F.when(arrival_kind == "STRING", F.try_to_timestamp(arrival_text)),
     )
-    partition = F.try_variant_get(doc, "$.PartitionKey", "variant")
+    fields = fields.select("*", arrival_ts.alias("_arrival_ts"))
     error = (
         F.when(
-            ~F.coalesce(kind.startswith("OBJECT"), F.lit(False)),
+            ~F.coalesce(F.col("_kind").startswith("OBJECT"), F.lit(False)),
             F.lit("bad dump line: a line must be an object with a base64 Data field"),
         )
         .when(
-            F.coalesce(F.schema_of_variant(data) != "STRING", F.lit(True)),
+            F.coalesce(F.col("_data_kind") != "STRING", F.lit(True)),
             F.lit("bad dump line: a line must be an object with a base64 Data field"),
         )
         .when(~is_base64(data_text), F.lit("bad dump line: Data is not Base64"))
         .when(
-            arrival.isNotNull() & (arrival_kind != "VOID") & arrival_ts.isNull(),
+            arrival.isNotNull() & (arrival_kind != "VOID") & F.col("_arrival_ts").isNull(),
             F.lit("bad dump line: ApproximateArrivalTimestamp is not a time"),
         )
     )
-    good = error.isNull()
-    return numbered.select(
+    fields = fields.select("*", error.alias("_error"))
+    good = F.col("_error").isNull()
+    partition, partition_kind = F.col("_partition"), F.col("_partition_kind")
+    return fields.select(
         F.concat(F.lit("file:"), "shard_id", F.lit("#"), F.col("number").cast("string")).alias(
             "record_id"
         ),
@@ -384,15 +402,14 @@ def kinesis_dump_records(ctx: JobContext, source: str, tasks: list[ShardTask]) -
         F.col("number").cast("string").alias("sequence_number"),
         F.lpad(F.col("number").cast("string"), LINE_WIDTH, "0").alias("seq_key"),
         F.when(
-            good & (F.schema_of_variant(partition) != "VOID"),
+            good & (partition_kind != "VOID"),
             F.when(
-                F.schema_of_variant(partition) == "STRING",
-                F.try_variant_get(partition, "$", "string"),
+                partition_kind == "STRING", F.try_variant_get(partition, "$", "string")
             ).otherwise(F.to_json(partition)),
         ).alias("partition_key"),
-        F.when(good, arrival_ts).alias("arrival_ts"),
+        F.when(good, F.col("_arrival_ts")).alias("arrival_ts"),
         F.when(good, F.unbase64(data_text)).otherwise(F.encode("line", "utf-8")).alias("data"),
-        error.alias("envelope_error"),
+        F.col("_error").alias("envelope_error"),
         F.lit(RECORD).alias("kind"),
         F.lit(None).cast("boolean").alias("shard_closed"),
         F.lit(None).cast("timestamp").alias("horizon_ts"),

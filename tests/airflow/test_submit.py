@@ -58,6 +58,7 @@ def test_apply_job_spec_exactly(monkeypatch: pytest.MonkeyPatch) -> None:
             "spark.sql.shuffle.partitions": "16",
             "spark.databricks.delta.snapshotPartitions": "4",
             "spark.sql.sources.parallelPartitionDiscovery.parallelism": "16",
+            "spark.driver.memory": "4g",
             "spark.python.sql.dataFrameDebugging.enabled": "false",
             "spark.pyspark.python": sys.executable,
             "spark.pyspark.driver.python": sys.executable,
