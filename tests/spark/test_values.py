@@ -249,7 +249,9 @@ def normalized(column: ColumnSpec, value: Any) -> Any:
     return value
 
 
-def jvm(spark: Any) -> dict[tuple[int, int], tuple[str, Any, Any]]:
+def case_frame(spark: Any) -> tuple[Any, list[ColumnSpec]]:
+    """Every case as a VARIANT: column ``v<i>`` holds the cases of the i-th column family (as
+    column ``c<i>``), one case per row (``row``); null past a family's last case."""
     from pyspark.sql import functions as F
 
     columns = list(CASES)
@@ -263,11 +265,34 @@ def jvm(spark: Any) -> dict[tuple[int, int], tuple[str, Any, Any]]:
         "row", *(F.try_parse_json(f"t{i}").alias(f"v{i}") for i in range(len(columns)))
     )
     specs = [ColumnSpec(f"c{i}", c.pg_type, c.precision, c.scale) for i, c in enumerate(columns)]
+    return frame, specs
+
+
+def jvm(spark: Any) -> dict[tuple[int, int], tuple[str, Any, Any]]:
+    frame, specs = case_frame(spark)
     staged, parts = decode_columns(frame, specs, {s.name: f"v{i}" for i, s in enumerate(specs)})
+    result = {}
+    for key, cell in cells(staged, specs, parts).items():
+        outcome = "error" if cell["error"] is not None else "ok"
+        result[key] = (outcome, None if outcome == "error" else cell["value"], cell["special"])
+    return result
+
+
+def cells(
+    staged: Any,
+    specs: list[ColumnSpec],
+    parts: dict[str, Any],
+    common: dict[str, Any] | None = None,
+) -> dict[tuple[int, int], Any]:
+    """Each case's decoded parts (``value``, ``special``, ``error``, and ``common`` where
+    given), keyed by (column family, case)."""
+    from pyspark.sql import functions as F
+
     selected = staged.select(
         "row",
         *(
             F.struct(
+                *([common[s.name].alias("common")] if common is not None else []),
                 parts[s.name].value.alias("value"),
                 parts[s.name].special.alias("special"),
                 parts[s.name].error.alias("error"),
@@ -275,19 +300,13 @@ def jvm(spark: Any) -> dict[tuple[int, int], tuple[str, Any, Any]]:
             for s in specs
         ),
     )
-    result = {}
-    for row in selected.collect():
-        for i, spec in enumerate(specs):
-            if row["row"] >= len(CASES[columns[i]]):
-                continue
-            cell = row[spec.name]
-            outcome = "error" if cell["error"] is not None else "ok"
-            result[(i, row["row"])] = (
-                outcome,
-                None if outcome == "error" else cell["value"],
-                cell["special"],
-            )
-    return result
+    families = list(CASES)
+    return {
+        (i, row["row"]): row[spec.name]
+        for row in selected.collect()
+        for i, spec in enumerate(specs)
+        if row["row"] < len(CASES[families[i]])
+    }
 
 
 def test_jvm_decoders_agree_with_the_core(spark: Any) -> None:
@@ -312,42 +331,14 @@ def test_values_a_spark_type_cannot_hold_are_quarantined_not_crashed(spark: Any)
 
 def jvm_common_forms(spark: Any) -> dict[tuple[int, int], tuple[bool, Any]]:
     """For every case, whether :func:`decode_fast` takes it as a common form, and its value."""
-    from pyspark.sql import functions as F
-
-    columns = list(CASES)
-    width = max(len(v) for v in CASES.values())
-    rows = [
-        (row, *(CASES[c][row] if row < len(CASES[c]) else None for c in columns))
-        for row in range(width)
-    ]
-    schema = "row INT, " + ", ".join(f"t{i} STRING" for i in range(len(columns)))
-    frame = spark.createDataFrame(rows, schema).select(
-        "row", *(F.try_parse_json(f"t{i}").alias(f"v{i}") for i in range(len(columns)))
-    )
-    specs = [ColumnSpec(f"c{i}", c.pg_type, c.precision, c.scale) for i, c in enumerate(columns)]
+    frame, specs = case_frame(spark)
     staged, parts, common = decode_fast(
         frame, specs, {s.name: f"v{i}" for i, s in enumerate(specs)}
     )
-    selected = staged.select(
-        "row",
-        *(
-            F.struct(
-                common[s.name].alias("common"),
-                parts[s.name].value.alias("value"),
-                parts[s.name].special.alias("special"),
-                parts[s.name].error.alias("error"),
-            ).alias(s.name)
-            for s in specs
-        ),
-    )
     result = {}
-    for row in selected.collect():
-        for i, spec in enumerate(specs):
-            if row["row"] >= len(CASES[columns[i]]):
-                continue
-            cell = row[spec.name]
-            assert cell["special"] is None and cell["error"] is None
-            result[(i, row["row"])] = (cell["common"], cell["value"])
+    for key, cell in cells(staged, specs, parts, common).items():
+        assert cell["special"] is None and cell["error"] is None
+        result[key] = (cell["common"], cell["value"])
     return result
 
 
