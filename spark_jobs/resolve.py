@@ -141,7 +141,10 @@ def decode_changes(
 ) -> DataFrame:
     """Changes (parsed shape plus ``members``) -> typed rows of ``spec`` with ``_cdc_*``
     metadata, or ``_err_reason`` / ``_err_detail`` where the change cannot be applied (an
-    image of more than ``max_columns`` columns is quarantined whole)."""
+    image of more than ``max_columns`` columns is quarantined whole).
+
+    Runs one aggregation over ``changes`` (which should be materialized) to choose the
+    columns that need the full rules; the result does not depend on that choice."""
     keys = list(spec.primary_key)
     is_delete = F.col("op") == "d"
     image = F.when(is_delete, F.col("before")).otherwise(F.col("after"))
