@@ -77,9 +77,6 @@ class _Result:
     value: Column
     problem: Column  # null when the value decodes
     special: Column | None = None
-    # (applies, value): where ``applies`` holds, the value as the full rules decode it, from a
-    # few cheap expressions over the common form (the full rules then do not run).
-    fast: tuple[Column, Column] | None = None
 
 
 class _Json:
@@ -187,8 +184,9 @@ def _decoded(column: ColumnSpec, json: _Json) -> DecodedColumn:
     problem = F.when(json.present, result.problem)
     value = result.value
     special = result.special if result.special is not None else F.lit(None)
-    if result.fast is not None:
-        applies, fast_value = result.fast
+    common_form = _FAST.get(column.pg_type)
+    if common_form is not None:
+        applies, fast_value = common_form(column, json)
         fast = json.stage("fast", F.coalesce(applies, F.lit(False)), level=2)
         problem = F.when(~fast, problem)
         value = F.when(fast, fast_value).otherwise(value)
@@ -226,7 +224,7 @@ def _integer(column: ColumnSpec, json: _Json) -> _Result:
     problem = F.when(~json.is_integer, F.lit(f"is not a JSON integer ({column.pg_type})")).when(
         ~F.coalesce(in_range, F.lit(False)), F.lit(f"is out of range for {column.pg_type}")
     )
-    return _Result(number, problem, fast=_integer_fast(column, json))
+    return _Result(number, problem)
 
 
 def _integer_fast(column: ColumnSpec, json: _Json) -> tuple[Column, Column]:
@@ -279,7 +277,6 @@ def _numeric(column: ColumnSpec, json: _Json) -> _Result:
         F.when(~special, value),
         F.coalesce(problem, F.when(~special & value.isNull(), F.lit("is not a decimal number"))),
         F.when(special, text),
-        fast=_numeric_fast(column, json),
     )
 
 
@@ -334,7 +331,7 @@ def _date(column: ColumnSpec, json: _Json) -> _Result:
     problem = F.when(~(json.is_string | json.is_integer), F.lit("is not a date")).when(
         json.is_string & from_text.isNull(), F.lit("is not an ISO date")
     )
-    return _Result(value, problem, special, fast=_date_fast(column, json))
+    return _Result(value, problem, special)
 
 
 def _date_fast(column: ColumnSpec, json: _Json) -> tuple[Column, Column]:
@@ -373,7 +370,7 @@ def _time_of_day(column: ColumnSpec, json: _Json) -> _Result:
         .when(json.is_string & ~valid_text, F.lit("is not an ISO time"))
         .when(~F.coalesce(in_day, F.lit(False)), F.lit("µs is not a time of day"))
     )
-    return _Result(F.concat(_clock(micros), F.lit(suffix)), problem, fast=_time_fast(column, json))
+    return _Result(F.concat(_clock(micros), F.lit(suffix)), problem)
 
 
 def _time_fast(column: ColumnSpec, json: _Json) -> tuple[Column, Column]:
@@ -453,7 +450,6 @@ def _timestamp(column: ColumnSpec, json: _Json) -> _Result:
         F.when(in_range, value),
         problem,
         F.when(json.is_integer, sentinel),
-        fast=_timestamp_fast(column, json),
     )
 
 
@@ -531,7 +527,8 @@ _DECODERS: dict[str, Callable[[ColumnSpec, _Json], _Result]] = {
 
 
 # The common form of each family whose full rules are costly (regular expressions on every
-# value): where it applies, its value is the full rules' value, with no special marker.
+# value): where it applies, its value is the full rules' value, with no special marker, and
+# the full rules' result is not used (:func:`_decoded`) or not built (:func:`decode_fast`).
 _FAST: dict[str, Callable[[ColumnSpec, _Json], tuple[Column, Column]]] = {
     "tinyint": _integer_fast,
     "smallint": _integer_fast,
