@@ -26,6 +26,12 @@ from pyspark.sql import functions as F
 from airflow_cdc.core.columns import MAX_ADDED_COLUMNS, MAX_COLUMNS_PER_RECORD
 from airflow_cdc.core.ddl import TableSpec, parse_tables
 from airflow_cdc.core.exceptions import CdcError
+from airflow_cdc.core.formats.common import (
+    FRAGMENTS_CEILING,
+    MAX_FRAGMENTS,
+    MAX_NUMBER_DIGITS,
+    RecordLimits,
+)
 from airflow_cdc.jobs import MAX_PENDING_WALL_SECONDS
 from spark_jobs import apply, ledger, reassemble, resolve
 from spark_jobs.common import (
@@ -47,7 +53,7 @@ from spark_jobs.parse import parse_records
 JOB_NAME = "apply_changes"
 # Formats whose every change names its schema: an empty schema names no declared table.
 NAMES_SCHEMAS = ("dsql",)
-JOB_VERSION = "2.1.0"
+JOB_VERSION = "2.2.0"
 
 
 @dataclass(frozen=True)
@@ -273,7 +279,8 @@ def run(ctx: JobContext, args: Any) -> dict[str, Any]:
     records = batch_records(ctx, source)
     done = final_ids(ctx, source, [ctx.batch_id])
     todo = records if done is None else records.join(done, "record_id", "left_anti")
-    parsed = parse_records(todo, args.format).localCheckpoint()
+    record_limits = RecordLimits(args.max_fragments_per_image, args.max_number_digits)
+    parsed = parse_records(todo, args.format, record_limits).localCheckpoint()
     record_outcomes(parsed, outcomes)
     state = open_state(ctx, source)
     wall = dt.datetime.now(dt.UTC)
@@ -342,6 +349,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         default=MAX_ADDED_COLUMNS,
         help="columns the stream may add to a table beyond its DDL; a change bringing more"
         " is quarantined (column_limit)",
+    )
+    parser.add_argument(
+        "--max-fragments-per-image",
+        type=positive_count("fragments", FRAGMENTS_CEILING),
+        default=MAX_FRAGMENTS,
+        help="a chunked record whose image has more fragments is a bad record",
+    )
+    parser.add_argument(
+        "--max-number-digits",
+        type=positive_count("digits", MAX_NUMBER_DIGITS),
+        default=MAX_NUMBER_DIGITS,
+        help="a record holding a JSON number of more digits is a bad record (formats parsed"
+        " by the core; Python's limit is the most)",
     )
     args = parser.parse_args(argv)
     ctx = start(JOB_NAME, JOB_VERSION, args)

@@ -155,8 +155,8 @@ def quoted(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
-def positive_count(unit: str) -> Callable[[str], int]:
-    """An argument type: a whole number of ``unit``, at least 1."""
+def positive_count(unit: str, most: int | None = None) -> Callable[[str], int]:
+    """An argument type: a whole number of ``unit``, at least 1 (and at most ``most``)."""
 
     def parse(value: str) -> int:
         try:
@@ -165,6 +165,8 @@ def positive_count(unit: str) -> Callable[[str], int]:
             number = 0
         if number < 1:
             raise argparse.ArgumentTypeError(f"must be a whole number >= 1 of {unit}: {value!r}")
+        if most is not None and number > most:
+            raise argparse.ArgumentTypeError(f"must be at most {most:,} {unit}: {value!r}")
         return number
 
     return parse

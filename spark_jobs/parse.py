@@ -26,7 +26,7 @@ from pyspark.sql import functions as F
 from airflow_cdc.core.events import ChangeRecord, Control, Fragment, Message
 from airflow_cdc.core.exceptions import RecordFormatError
 from airflow_cdc.core.formats import parser_for
-from airflow_cdc.core.formats.dsql import MAX_FRAGMENTS
+from airflow_cdc.core.formats.common import RecordLimits
 from spark_jobs.schemas import struct
 
 IMAGE = "MAP<STRING, VARIANT>"
@@ -91,13 +91,15 @@ _INT64 = 2**63
 SEQUENCE_DIGITS = 20
 
 
-def parse_records(raw: DataFrame, fmt: str) -> DataFrame:
-    """Landed record rows (``RAW_COLUMNS``) -> ``PARSED_COLUMNS``, one row per record."""
+def parse_records(raw: DataFrame, fmt: str, record_limits: RecordLimits | None = None) -> DataFrame:
+    """Landed record rows (``RAW_COLUMNS``) -> ``PARSED_COLUMNS``, one row per record, each
+    held to ``record_limits``."""
     parser_for(fmt)  # an unknown format fails here, naming the known ones
+    record_limits = record_limits or RecordLimits()
     records = raw.select(*RAW_COLUMNS)
     if fmt == "dsql":
-        return parse_dsql(records)
-    return parse_with_core(records, fmt)
+        return parse_dsql(records, record_limits.fragments)
+    return parse_with_core(records, fmt, record_limits)
 
 
 # --- Aurora DSQL, in the JVM -------------------------------------------------------------
@@ -227,7 +229,7 @@ def _kind(value: Column, as_map: Column | None = None) -> Column:
     return F.when(as_map.isNotNull(), F.lit("OBJECT")).otherwise(json_type(value))
 
 
-def _dsql_error(f: _Fields) -> Column:
+def _dsql_error(f: _Fields, most: int) -> Column:
     """The first rule of :mod:`airflow_cdc.core.formats.dsql` that a record breaks, if any."""
     rtype, op = f.text("type"), f.text("op")
     chunked = F.coalesce(rtype == "chunked", F.lit(False))
@@ -256,13 +258,13 @@ def _dsql_error(f: _Fields) -> Column:
                 ),
             )
             .when(
-                number(total) > MAX_FRAGMENTS,
+                number(total) > most,
                 _error(
                     "invalid_chunked",
                     F.concat(
                         F.lit(f"chunked.{image}.total_fragments="),
                         f.text(total),
-                        F.lit(f" is over {MAX_FRAGMENTS}"),
+                        F.lit(f" is over {most}"),
                     ),
                 ),
             )
@@ -352,13 +354,13 @@ def _dsql_error(f: _Fields) -> Column:
             ),
         ),
         F.when(
-            index >= MAX_FRAGMENTS,
+            index >= most,
             _error(
                 "invalid_fragment",
                 F.concat(
                     F.lit("index "),
                     f.text("index"),
-                    F.lit(f" is past the largest set ({MAX_FRAGMENTS})"),
+                    F.lit(f" is past the largest set ({most})"),
                 ),
             ),
         ),
@@ -385,11 +387,12 @@ def _dsql_error(f: _Fields) -> Column:
     )
 
 
-def parse_dsql(records: DataFrame) -> DataFrame:
+def parse_dsql(records: DataFrame, fragments: int) -> DataFrame:
     """DSQL records (the Kinesis records' ``Data``) per the rules of
-    :mod:`airflow_cdc.core.formats.dsql`, as Spark expressions."""
+    :mod:`airflow_cdc.core.formats.dsql`, as Spark expressions; an image may have at most
+    ``fragments`` fragments."""
     f = _Fields()
-    fields = _dsql_fields(records).withColumn("_error", _dsql_error(f))
+    fields = _dsql_fields(records).withColumn("_error", _dsql_error(f, fragments))
     rtype = f.text("type")
     is_error = F.col("_error").isNotNull()
     change = ~is_error & rtype.isin("full", "chunked")
@@ -454,13 +457,13 @@ def parse_dsql(records: DataFrame) -> DataFrame:
 # --- Other formats: the core parser, once per record, through Arrow ----------------------
 
 
-def parse_with_core(records: DataFrame, fmt: str) -> DataFrame:
+def parse_with_core(records: DataFrame, fmt: str, record_limits: RecordLimits) -> DataFrame:
     """Run ``fmt``'s core parser over each record in Arrow batches, then parse its images."""
     import pyarrow as pa
     from pyspark.sql.pandas.types import to_arrow_schema
 
     arrow_schema = to_arrow_schema(TEXT_SCHEMA, timezone="UTC")
-    parse = parser_for(fmt)
+    parse = parser_for(fmt, record_limits)
 
     def run(batches: Iterator[Any]) -> Iterator[Any]:
         for batch in batches:

@@ -11,6 +11,7 @@ from airflow.sdk import Context
 from airflow_cdc.core.columns import MAX_ADDED_COLUMNS, MAX_COLUMNS_PER_RECORD
 from airflow_cdc.core.ddl import parse_tables
 from airflow_cdc.core.formats import parser_for
+from airflow_cdc.core.formats.common import MAX_FRAGMENTS, MAX_NUMBER_DIGITS, RecordLimits
 from airflow_cdc.jobs import MAX_PENDING_WALL_SECONDS, check_source
 from airflow_cdc.operators.base import SparkJobOperator
 
@@ -37,6 +38,11 @@ class ApplyChangesOperator(SparkJobOperator):
         (``too_many_columns``); default 1,600, PostgreSQL's limit per table.
     :param max_added_columns: Columns the stream may add to a table beyond its DDL; a change
         that would add more is quarantined (``column_limit``); default 200.
+    :param max_fragments_per_image: A chunked record whose image has more fragments is a bad
+        record (quarantined); default 10,000, at most 1,000,000.
+    :param max_number_digits: A record holding a JSON number literal of more digits is a bad
+        record (quarantined); default and most 4,300, Python's limit. Applies to the formats
+        parsed by the core (all but ``dsql``, whose numbers are decoded in the JVM).
     :param tombstone_retention_seconds: Deprecated and ignored: tombstones are purged by
         :class:`~airflow_cdc.operators.maintain.CdcMaintenanceOperator`.
     """
@@ -60,6 +66,8 @@ class ApplyChangesOperator(SparkJobOperator):
         max_pending_wall_seconds: float = MAX_PENDING_WALL_SECONDS,
         max_columns_per_record: int = MAX_COLUMNS_PER_RECORD,
         max_added_columns: int = MAX_ADDED_COLUMNS,
+        max_fragments_per_image: int = MAX_FRAGMENTS,
+        max_number_digits: int = MAX_NUMBER_DIGITS,
         tombstone_retention_seconds: float | None = None,
         **kwargs: Any,
     ) -> None:
@@ -80,6 +88,8 @@ class ApplyChangesOperator(SparkJobOperator):
         self.max_pending_wall_seconds = max_pending_wall_seconds
         self.max_columns_per_record = max_columns_per_record
         self.max_added_columns = max_added_columns
+        self.max_fragments_per_image = max_fragments_per_image
+        self.max_number_digits = max_number_digits
 
     def job_args(self, context: Context) -> list[str]:
         check_source(self.source)
@@ -93,10 +103,17 @@ class ApplyChangesOperator(SparkJobOperator):
             raise ValueError(
                 f"max_pending_wall_seconds must be >= 1, got {self.max_pending_wall_seconds!r}"
             )
-        for name in ("max_columns_per_record", "max_added_columns"):
+        counts = (
+            "max_columns_per_record",
+            "max_added_columns",
+            "max_fragments_per_image",
+            "max_number_digits",
+        )
+        for name in counts:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
+        RecordLimits(self.max_fragments_per_image, self.max_number_digits)  # and in range
         return [
             *("--source", self.source, "--format", self.record_format),
             *("--ddl", self.ddl, "--default-schema", self.default_schema),
@@ -104,4 +121,6 @@ class ApplyChangesOperator(SparkJobOperator):
             *("--max-pending-wall-seconds", str(self.max_pending_wall_seconds)),
             *("--max-columns-per-record", str(self.max_columns_per_record)),
             *("--max-added-columns", str(self.max_added_columns)),
+            *("--max-fragments-per-image", str(self.max_fragments_per_image)),
+            *("--max-number-digits", str(self.max_number_digits)),
         ]

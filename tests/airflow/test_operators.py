@@ -114,6 +114,8 @@ def test_apply_changes_arguments() -> None:
         *("--max-pending-wall-seconds", "86400.0"),
         *("--max-columns-per-record", "1600"),
         *("--max-added-columns", "200"),
+        *("--max-fragments-per-image", "10000"),
+        *("--max-number-digits", "4300"),
     ]
     for bad in ({"max_added_columns": 0}, {"max_columns_per_record": 1.5}):
         with pytest.raises(ValueError, match="whole number"):
@@ -124,6 +126,14 @@ def test_apply_changes_arguments() -> None:
         ApplyChangesOperator(
             task_id="c", warehouse="/wh", source="s", ddl=ddl, max_pending_wall_seconds=0
         ).job_args({})
+    for bad, message in (
+        ({"max_number_digits": 4301}, "digits per number must be 1 to 4,300"),
+        ({"max_fragments_per_image": 10**7}, "fragments per image must be 1 to 1,000,000"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            ApplyChangesOperator(task_id="d", warehouse="/wh", source="s", ddl=ddl, **bad).job_args(
+                {}
+            )
     with pytest.raises(ValueError, match="format must be one of"):
         ApplyChangesOperator(
             task_id="b", warehouse="/wh", source="s", ddl=ddl, record_format="nope"

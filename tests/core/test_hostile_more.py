@@ -19,6 +19,7 @@ from airflow_cdc.core.ddl import ColumnSpec, parse_tables
 from airflow_cdc.core.events import HEARTBEAT, UPSERT, ChangeRecord, Control, Message
 from airflow_cdc.core.exceptions import DecodeError, RecordFormatError
 from airflow_cdc.core.formats import parser_for, resolved_marker
+from airflow_cdc.core.formats.common import RecordLimits
 from airflow_cdc.core.rows import decode_row
 from airflow_cdc.core.types import MAX_MICROS, column_of, decode, spark_type
 
@@ -424,3 +425,26 @@ def test_a_number_of_5000_digits_is_a_decode_error(column: str, value: Any) -> N
     with pytest.raises(DecodeError) as raised:
         decode_row(SPEC, UPSERT, None, {"id": 1, column: value})
     assert raised.value.column == column
+
+
+def test_digits_per_number_can_be_lowered() -> None:
+    limits = RecordLimits(number_digits=12)
+    value = (
+        '{"payload": {"op": "c", "after": {"id": %s},'
+        ' "source": {"ts_ms": 1, "schema": "s", "table": "t"}}}'
+    )
+    for literal in ("123456789012", "-123456789012", "1234567890.12", "1.2345678901e5"):
+        parser_for("debezium", limits)(Message(value % literal, None, POSITION, "t"))
+    for literal in ("1234567890123", "-1234567890123", "12345678901.23", "1.23456789012e5"):
+        with pytest.raises(RecordFormatError, match="13 digits is over the limit of 12"):
+            parser_for("debezium", limits)(Message(value % literal, None, POSITION, "t"))
+    # The default is Python's limit: a number of 4,300 digits parses, one more does not.
+    parser_for("debezium")(Message(value % ("9" * 4300), None, POSITION, "t"))
+    with pytest.raises(RecordFormatError, match="4301 digits"):
+        parser_for("debezium")(Message(value % ("9" * 4301), None, POSITION, "t"))
+
+
+def test_record_limits_refuse_settings_out_of_range() -> None:
+    for bad in ({"number_digits": 0}, {"number_digits": 4301}, {"fragments": 10**6 + 1}):
+        with pytest.raises(ValueError, match="must be 1 to"):
+            RecordLimits(**bad)

@@ -19,6 +19,7 @@ import pytest
 from airflow_cdc.core.events import ChangeRecord, Fragment, Message
 from airflow_cdc.core.exceptions import RecordFormatError
 from airflow_cdc.core.formats import parser_for
+from airflow_cdc.core.formats.common import RecordLimits
 from airflow_cdc.demo.dsql_stream import generate
 from spark_jobs.parse import parse_records
 from tests.core.test_dsql_format import CHUNKED, DELETE_RECORD, INSERT
@@ -100,10 +101,10 @@ def hostile() -> list[str]:
     ]
 
 
-def core_view(text: str) -> dict[str, Any]:
+def core_view(text: str, limits: RecordLimits | None = None) -> dict[str, Any]:
     """What the core parser makes of a record, in the JVM parser's terms."""
     try:
-        record = parser_for("dsql")(Message(text))
+        record = parser_for("dsql", limits)(Message(text))
     except RecordFormatError as err:
         return {"rtype": "error", "reason": err.reason}
     if isinstance(record, Fragment):
@@ -160,12 +161,14 @@ def jvm_view(row: Any) -> dict[str, Any]:
     return view
 
 
-def parse_in_spark(spark: Any, texts: list[str]) -> list[dict[str, Any]]:
+def parse_in_spark(
+    spark: Any, texts: list[str], limits: RecordLimits | None = None
+) -> list[dict[str, Any]]:
     rows = [
         (f"r{n:06d}", "shard-0", "b", None, bytearray(t.encode("utf-8")), None, None, "", "s")
         for n, t in enumerate(texts)
     ]
-    parsed = parse_records(spark.createDataFrame(rows, RAW), "dsql")
+    parsed = parse_records(spark.createDataFrame(rows, RAW), "dsql", limits)
     from pyspark.sql import functions as F
 
     collected = (
@@ -214,6 +217,22 @@ def test_jvm_parser_quarantines_what_the_core_cannot_represent(
 ) -> None:
     [view] = parse_in_spark(spark, [text])
     assert view == {"rtype": "error", "reason": reason}
+
+
+def test_a_lowered_fragment_limit_holds_in_both_parsers(spark: Any) -> None:
+    limits = RecordLimits(fragments=3)
+    texts = [
+        CHUNKED,  # total_fragments 3: at the limit
+        CHUNKED.replace('"total_fragments": 3', '"total_fragments": 4'),
+        FRAGMENT.replace('"index": 1', '"index": 2'),
+        FRAGMENT.replace('"index": 1', '"index": 3'),
+    ]
+    want = [core_view(t, limits) for t in texts]
+    assert [v["rtype"] for v in want] == ["chunked", "error", "fragment", "error"]
+    assert [v.get("reason") for v in want[1::2]] == ["invalid_chunked", "invalid_fragment"]
+    assert parse_in_spark(spark, texts, limits) == want
+    # The default limit takes all four.
+    assert {v["rtype"] for v in parse_in_spark(spark, texts)} == {"chunked", "fragment"}
 
 
 def test_a_json_number_with_a_zero_fraction_reads_as_the_integer(spark: Any) -> None:

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from airflow_cdc.core.events import ChangeRecord, Control, Fragment, Message
 from airflow_cdc.core.exceptions import RecordFormatError
 from airflow_cdc.core.formats import cockroach, debezium, dsql, ydb
+from airflow_cdc.core.formats.common import RecordLimits, bounded
 from airflow_cdc.core.types import MAX_MICROS, MIN_MICROS
 
 Parser = Callable[[Message], ChangeRecord | Fragment | Control]
@@ -39,19 +40,23 @@ IN_BAND_RESOLVED = frozenset({"ydb", "cockroachdb", "cdl"})
 _CONTENT_ERRORS = (ValueError, TypeError, ArithmeticError, RecursionError)
 
 
-def parser_for(name: str) -> Parser:
+def parser_for(name: str, record_limits: RecordLimits | None = None) -> Parser:
     """The parser of format ``name``; it raises :class:`RecordFormatError` and nothing else
-    for whatever a record holds."""
+    for whatever a record holds, and holds records to ``record_limits`` (default
+    :class:`~airflow_cdc.core.formats.common.RecordLimits`)."""
     try:
         parser = PARSERS[name]
     except KeyError:
         raise ValueError(f"format must be one of {sorted(PARSERS)}, got {name!r}") from None
-    return functools.partial(_checked, parser)
+    return functools.partial(_checked, parser, record_limits or RecordLimits())
 
 
-def _checked(parser: Parser, message: Message) -> ChangeRecord | Fragment | Control:
+def _checked(
+    parser: Parser, record_limits: RecordLimits, message: Message
+) -> ChangeRecord | Fragment | Control:
     try:
-        parsed = parser(message)
+        with bounded(record_limits):
+            parsed = parser(message)
     except RecordFormatError:
         raise
     except _CONTENT_ERRORS as err:

@@ -2,21 +2,92 @@
 
 from __future__ import annotations
 
+import contextvars
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from airflow_cdc.core.exceptions import RecordFormatError
 from airflow_cdc.core.ordering import sequence_key
 
+# The most fragments one image may have. A Kinesis record holds up to 1 MiB and a DSQL row far
+# less than this many of them; a larger count is a bad record, and buffering for it would hold
+# every later fragment of its chunk_id until the set expires.
+MAX_FRAGMENTS = 10_000
+# The most digits of a JSON number literal: Python's own limit on integer text
+# (``sys.get_int_max_str_digits``), past which no parser here could read the number anyway.
+MAX_NUMBER_DIGITS = 4_300
+# The widest setting of MAX_FRAGMENTS: a fragment's index must stay far inside a Spark INT.
+FRAGMENTS_CEILING = 1_000_000
+
+
+@dataclass(frozen=True)
+class RecordLimits:
+    """Bounds on what one record may hold; past one, the record is a bad record."""
+
+    fragments: int = MAX_FRAGMENTS  # fragments of one image (DSQL ``total_fragments``)
+    number_digits: int = MAX_NUMBER_DIGITS  # digits of one JSON number literal
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.fragments <= FRAGMENTS_CEILING:
+            raise ValueError(
+                f"fragments per image must be 1 to {FRAGMENTS_CEILING:,}, got {self.fragments!r}"
+            )
+        if not 1 <= self.number_digits <= MAX_NUMBER_DIGITS:
+            raise ValueError(
+                f"digits per number must be 1 to {MAX_NUMBER_DIGITS:,}"
+                f" (Python's limit), got {self.number_digits!r}"
+            )
+
+
+_DEFAULT_LIMITS = RecordLimits()
+_LIMITS: contextvars.ContextVar[RecordLimits | None] = contextvars.ContextVar(
+    "record_limits", default=None
+)
+
+
+def limits() -> RecordLimits:
+    """The bounds of the record being parsed (see :func:`bounded`)."""
+    return _LIMITS.get() or _DEFAULT_LIMITS
+
+
+@contextmanager
+def bounded(record_limits: RecordLimits) -> Iterator[None]:
+    """Parse the records of this block under ``record_limits``."""
+    token = _LIMITS.set(record_limits)
+    try:
+        yield
+    finally:
+        _LIMITS.reset(token)
+
 
 def load_json(text: str | None) -> Any:
-    """Parse a message's JSON text; ``malformed_json`` when it is not JSON."""
+    """Parse a message's JSON text; ``malformed_json`` when it is not JSON, ``invalid_record``
+    when a number has more digits than the limits allow."""
     if text is None:
         raise RecordFormatError("malformed_json", "the message has no value")
+    digits = limits().number_digits
     try:
-        return json.loads(text)
+        if digits == MAX_NUMBER_DIGITS:  # Python's own limit applies: no hook to pay for
+            return json.loads(text)
+        return json.loads(
+            text,
+            parse_int=lambda s: int(_digits(s, digits)),
+            parse_float=lambda s: float(_digits(s, digits)),
+        )
     except (json.JSONDecodeError, RecursionError) as err:
         raise RecordFormatError("malformed_json", str(err)) from err
+
+
+def _digits(literal: str, most: int) -> str:
+    count = sum(c.isdigit() for c in literal)
+    if count > most:
+        raise RecordFormatError(
+            "invalid_record", f"a number of {count} digits is over the limit of {most}"
+        )
+    return literal
 
 
 def load_object(text: str | None) -> dict[str, Any]:

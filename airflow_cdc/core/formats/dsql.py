@@ -22,7 +22,7 @@ from airflow_cdc.core.events import ChangeRecord, ChunkRef, Fragment, Message, T
 from airflow_cdc.core.exceptions import RecordFormatError
 from airflow_cdc.core.formats.common import integer as _integer
 from airflow_cdc.core.formats.common import kind as _kind
-from airflow_cdc.core.formats.common import load_object
+from airflow_cdc.core.formats.common import limits, load_object
 from airflow_cdc.core.formats.common import require as _require
 from airflow_cdc.core.ordering import sequence_key
 
@@ -51,20 +51,15 @@ def parse_record(text: str) -> ChangeRecord | Fragment:
     )
 
 
-# The most fragments one image may have. A Kinesis record holds up to 1 MiB and a DSQL row far
-# less than this many of them; a larger count is a bad record, and buffering for it would hold
-# every later fragment of its chunk_id until the set expires.
-MAX_FRAGMENTS = 10_000
-
-
 def _parse_fragment(doc: dict[str, Any]) -> Fragment:
     chunk_id = _require(doc, "chunk_id", str)
     index = _require(doc, "index", int)
     if index < 0:
         raise RecordFormatError("invalid_fragment", f"index {index!r} is negative")
-    if index >= MAX_FRAGMENTS:
+    most = limits().fragments
+    if index >= most:
         raise RecordFormatError(
-            "invalid_fragment", f"index {index} is past the largest set ({MAX_FRAGMENTS})"
+            "invalid_fragment", f"index {index} is past the largest set ({most})"
         )
     return Fragment(chunk_id=chunk_id, index=index, data=_require(doc, "data", str))
 
@@ -108,10 +103,10 @@ def _chunk_refs(doc: dict[str, Any]) -> dict[str, ChunkRef]:
         total = _require(entry, "total_fragments", int)
         if total < 1:
             raise RecordFormatError("invalid_chunked", f"chunked.{name}.total_fragments={total}")
-        if total > MAX_FRAGMENTS:
+        most = limits().fragments
+        if total > most:
             raise RecordFormatError(
-                "invalid_chunked",
-                f"chunked.{name}.total_fragments={total} is over {MAX_FRAGMENTS}",
+                "invalid_chunked", f"chunked.{name}.total_fragments={total} is over {most}"
             )
         refs[name] = ChunkRef(
             chunk_id=_require(entry, "chunk_id", str),
