@@ -16,13 +16,13 @@ maps in the JVM right after; :mod:`airflow_cdc.core.formats` stays the specifica
 from __future__ import annotations
 
 import datetime as dt
-import json
 from collections.abc import Iterator
 from typing import Any
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from airflow_cdc.core import jsontext
 from airflow_cdc.core.events import ChangeRecord, Control, Fragment, Message
 from airflow_cdc.core.exceptions import RecordFormatError
 from airflow_cdc.core.formats import parser_for
@@ -555,4 +555,4 @@ def _check_int64(value: int, name: str) -> None:
 
 
 def _dump(value: Any) -> str | None:
-    return None if value is None else json.dumps(value, ensure_ascii=False)
+    return None if value is None else jsontext.dump(value)

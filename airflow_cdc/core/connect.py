@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 from decimal import Decimal
 from typing import Any
 
+from airflow_cdc.core import jsontext
 from airflow_cdc.core.exceptions import RecordFormatError
 
 _PRIMITIVES = {
@@ -117,7 +117,7 @@ def normalize(field: dict[str, Any], value: Any) -> Any:
     if isinstance(name, str) and name.endswith("Decimal"):
         return _decimal_text(field, value)
     if field.get("type") in ("struct", "array", "map"):
-        return json.dumps(value, separators=(",", ":"), sort_keys=True)
+        return jsontext.dump(value, separators=(",", ":"), sort_keys=True)
     return value
 
 

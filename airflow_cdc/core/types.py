@@ -21,6 +21,7 @@ from typing import Any
 
 from airflow_cdc.core.ddl import ColumnSpec
 from airflow_cdc.core.exceptions import DecodeError
+from airflow_cdc.core.jsontext import JsonNumber
 
 # Wide enough for any DECIMAL(38, s) without rounding.
 _DECIMAL_CONTEXT = Context(prec=80)
@@ -162,8 +163,9 @@ def _decimal_shape(column: ColumnSpec) -> tuple[int, int]:
 def _numeric(column: ColumnSpec, value: Any) -> Decoded:
     if isinstance(value, str) and value in SPECIAL_FLOATS:
         return Decoded(None, value)
-    if isinstance(value, float):
-        # JSON numbers (CockroachDB's DECIMAL): the shortest text that reads back the same.
+    if isinstance(value, JsonNumber):  # JSON numbers (CockroachDB's DECIMAL), as written
+        value = value.text
+    elif isinstance(value, float):  # the shortest text that reads back the same
         value = repr(value)
     _expect(column, value, str, int)
     try:

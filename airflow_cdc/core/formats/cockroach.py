@@ -46,9 +46,9 @@ Capture Queries"):
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from airflow_cdc.core import jsontext
 from airflow_cdc.core.events import RESOLVED, ChangeRecord, Control, Message, TableRef
 from airflow_cdc.core.exceptions import RecordFormatError
 from airflow_cdc.core.formats.common import (
@@ -135,7 +135,7 @@ def split_batch(doc: Any) -> list[str] | None:
         raise RecordFormatError(
             "invalid_batch", f"length {doc['length']!r} but {len(doc['payload'])} messages"
         )
-    return [json.dumps(m, ensure_ascii=False) for m in doc["payload"]]
+    return [jsontext.dump(m) for m in doc["payload"]]
 
 
 def _wrapped(doc: dict[str, Any], table: TableRef, message: Message) -> ChangeRecord:

@@ -9,7 +9,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from airflow_cdc.core import jsontext
 from airflow_cdc.core.exceptions import RecordFormatError
+from airflow_cdc.core.jsontext import JsonNumber
 from airflow_cdc.core.ordering import sequence_key
 
 # The most fragments one image may have. A Kinesis record holds up to 1 MiB and a DSQL row far
@@ -71,11 +73,11 @@ def load_json(text: str | None) -> Any:
     digits = limits().number_digits
     try:
         if digits == MAX_NUMBER_DIGITS:  # Python's own limit applies: no hook to pay for
-            return json.loads(text)
-        return json.loads(
+            return jsontext.loads(text)
+        return jsontext.loads(
             text,
             parse_int=lambda s: int(_digits(s, digits)),
-            parse_float=lambda s: float(_digits(s, digits)),
+            parse_float=lambda s: JsonNumber(_digits(s, digits)),
         )
     except (json.JSONDecodeError, RecursionError) as err:
         raise RecordFormatError("malformed_json", str(err)) from err

@@ -1,0 +1,58 @@
+"""JSON numbers that keep their digits through a parse and a dump.
+
+Python reads a JSON number with a fraction or an exponent as a float, which keeps about 17
+significant digits: a CockroachDB ``DECIMAL`` of 30 digits, written as a JSON number, would
+lose its tail on the way to its column. :class:`JsonNumber` is a float that remembers its
+text, and :func:`dump` writes it back as that text.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+from typing import Any
+
+
+class JsonNumber(float):
+    """A JSON number with a fraction or an exponent: a float that keeps its text."""
+
+    text: str
+
+    def __new__(cls, text: str) -> JsonNumber:
+        number = super().__new__(cls, text)
+        number.text = text
+        return number
+
+
+def loads(text: str, **kwargs: Any) -> Any:
+    """``json.loads`` with fractional numbers read as :class:`JsonNumber`."""
+    kwargs.setdefault("parse_float", JsonNumber)
+    return json.loads(text, **kwargs)
+
+
+# A placeholder for a number in a dump: the NUL characters are escaped in the dump, and the
+# nonce, drawn once per process, cannot be written by the data.
+_NONCE = secrets.token_hex(16)
+_PLACEHOLDER = re.compile(rf'"\\u0000{_NONCE}(\d+)\\u0000"')
+
+
+def dump(value: Any, **kwargs: Any) -> str:
+    """``json.dumps(value, ensure_ascii=False, **kwargs)``, each :class:`JsonNumber` written as
+    the text it was read from."""
+    numbers: list[str] = []
+
+    def swap(item: Any) -> Any:
+        if isinstance(item, JsonNumber):
+            numbers.append(item.text)
+            return f"\0{_NONCE}{len(numbers) - 1}\0"
+        if isinstance(item, dict):
+            return {key: swap(inner) for key, inner in item.items()}
+        if isinstance(item, list):
+            return [swap(inner) for inner in item]
+        return item
+
+    text = json.dumps(swap(value), ensure_ascii=False, **kwargs)
+    if not numbers:
+        return text
+    return _PLACEHOLDER.sub(lambda match: numbers[int(match[1])], text)

@@ -1,0 +1,35 @@
+"""JSON numbers keep their digits from a record's text to the text written for Spark."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+
+from airflow_cdc.core import jsontext
+from airflow_cdc.core.ddl import parse_tables
+from airflow_cdc.core.events import Message
+from airflow_cdc.core.formats import parser_for
+from airflow_cdc.core.rows import decode_row
+
+WIDE = "12345678901234567890.123456789"  # 29 digits: a float keeps about 17
+
+
+def test_numbers_are_written_back_as_they_were_read() -> None:
+    text = f'{{"a": {WIDE}, "b": [1e400, -0.0, 0.1, 2.50], "c": {{"d": 1E-7}}, "e": 3}}'
+    assert jsontext.dump(jsontext.loads(text), separators=(",", ":")) == text.replace(" ", "")
+    assert jsontext.loads(text)["a"] == float(WIDE)  # still a float to the parsers
+
+
+def test_text_that_looks_like_a_placeholder_stays_text() -> None:
+    value = {"s": "\u0000 0 \u0000", "n": jsontext.JsonNumber("1.25"), "t": '"\\u0000x0\\u0000"'}
+    assert json.loads(jsontext.dump(value)) == {"s": "\u0000 0 \u0000", "n": 1.25, "t": value["t"]}
+
+
+def test_a_cockroachdb_decimal_keeps_every_digit() -> None:
+    # CockroachDB writes DECIMAL as a JSON number; a wide one must not pass through a float.
+    [spec] = parse_tables("CREATE TABLE t (id INT PRIMARY KEY, amount NUMERIC(38, 9))")
+    value = f'{{"after": {{"id": 1, "amount": {WIDE}}}, "updated": "1.0000000000"}}'
+    record = parser_for("cockroachdb")(Message(value, "[1]", "00000000000000000001", "t"))
+    assert json.loads(jsontext.dump(record.after), parse_float=Decimal)["amount"] == Decimal(WIDE)
+    decoded = decode_row(spec, record.op, record.before, record.after, record.key)
+    assert decoded.values["amount"] == Decimal(WIDE)
