@@ -26,6 +26,7 @@ from pyspark.sql import functions as F
 from airflow_cdc.core.columns import MAX_ADDED_COLUMNS, MAX_COLUMNS_PER_RECORD
 from airflow_cdc.core.ddl import TableSpec, parse_tables
 from airflow_cdc.core.exceptions import CdcError
+from airflow_cdc.core.formats import EMBEDDED_JSON
 from airflow_cdc.core.formats.common import (
     FRAGMENTS_CEILING,
     MAX_FRAGMENTS,
@@ -186,7 +187,8 @@ def apply_tables(
         path = ctx.warehouse.target(declared.table)
         types = resolve.record_types(mine, limits.columns)
         spec = resolve.effective_spec(ctx.spark, path, declared, types, limits.added_columns)
-        decoded = resolve.decode_changes(mine, spec, types, limits.columns).localCheckpoint()
+        decoding = resolve.embed_json(spec) if fmt in EMBEDDED_JSON else spec
+        decoded = resolve.decode_changes(mine, decoding, types, limits.columns).localCheckpoint()
         decoded, added = resolve.admit_extras(decoded, declared, spec, limits.added_columns)
         failed = decoded.where(F.col("_err_reason").isNotNull())
         quarantine_changes(failed, outcomes, payloads)

@@ -292,6 +292,15 @@ def _finish(
     )
 
 
+def embed_json(spec: TableSpec) -> TableSpec:
+    """``spec`` with its json columns decoded as embedded JSON values (``json_value``), for
+    the formats of :data:`~airflow_cdc.core.formats.EMBEDDED_JSON`; both are STRING columns."""
+    columns = tuple(
+        replace(c, pg_type="json_value") if c.pg_type == "json" else c for c in spec.columns
+    )
+    return replace(spec, columns=columns)
+
+
 def admit_extras(
     decoded: DataFrame, declared: TableSpec, spec: TableSpec, limit: int
 ) -> tuple[DataFrame, tuple[str, ...]]:

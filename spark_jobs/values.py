@@ -32,6 +32,7 @@ from pyspark.sql import functions as F
 from airflow_cdc.core.ddl import ColumnSpec
 from airflow_cdc.core.types import (
     DEFAULT_DECIMAL,
+    INTERVAL_TEXT,
     MAX_DAYS,
     MAX_MICROS,
     MICROS_PER_DAY,
@@ -225,6 +226,35 @@ def _integer(column: ColumnSpec, json: _Json) -> _Result:
         ~F.coalesce(in_range, F.lit(False)), F.lit(f"is out of range for {column.pg_type}")
     )
     return _Result(number, problem)
+
+
+def _interval(column: ColumnSpec, json: _Json) -> _Result:
+    """µs: a JSON integer, or PostgreSQL's interval text without months
+    (:data:`airflow_cdc.core.types.INTERVAL_TEXT`)."""
+    whole = _integer(column, json)
+    text = json.get("string")
+    pattern = INTERVAL_TEXT.pattern
+    matches = F.coalesce(text.rlike(pattern), F.lit(False)) & (F.length(text) > 0)
+    group = [json.stage(f"iv{i}", F.regexp_extract(text, pattern, i)) for i in range(1, 7)]
+
+    def number(part: Column) -> Column:
+        return F.coalesce(part.try_cast("decimal(38,0)"), F.lit(0).cast("decimal(38,0)"))
+
+    days, hours, minutes, seconds = (number(g) for g in (group[0], *group[2:5]))
+    fraction = number(F.rpad(group[5], 6, "0"))
+    clock = ((hours * 60 + minutes) * 60 + seconds) * 1_000_000 + fraction
+    total = days * 86_400_000_000 + F.when(group[1] == "-", -clock).otherwise(clock)
+    low, high = _RANGES["interval"]
+    in_range = total.between(
+        F.lit(str(low)).cast("decimal(38,0)"), F.lit(str(high)).cast("decimal(38,0)")
+    )
+    value = F.when(json.is_string, total).otherwise(whole.value)
+    problem = (
+        F.when(~json.is_string, whole.problem)
+        .when(~matches, F.lit("is not an interval of days and [-]HH:MM:SS[.ffffff]"))
+        .when(~in_range, F.lit("is out of range for interval"))
+    )
+    return _Result(value, problem)
 
 
 def _integer_fast(column: ColumnSpec, json: _Json) -> tuple[Column, Column]:
@@ -477,6 +507,11 @@ def _json(column: ColumnSpec, json: _Json) -> _Result:
     return _Result(value, problem)
 
 
+def _json_value(column: ColumnSpec, json: _Json) -> _Result:
+    """Any JSON value, as JSON text (:func:`airflow_cdc.core.types._json_value`)."""
+    return _Result(F.to_json(json.variant), F.lit(None).cast("string"))
+
+
 def _uuid(column: ColumnSpec, json: _Json) -> _Result:
     text = json.get("string")
     canonical = F.coalesce(
@@ -507,7 +542,7 @@ _DECODERS: dict[str, Callable[[ColumnSpec, _Json], _Result]] = {
     "integer": _integer,
     "bigint": _integer,
     "oid": _integer,
-    "interval": _integer,
+    "interval": _interval,
     "real": _float,
     "double": _float,
     "numeric": _numeric,
@@ -520,6 +555,7 @@ _DECODERS: dict[str, Callable[[ColumnSpec, _Json], _Result]] = {
     "timestamp": _timestamp,
     "timestamptz": _timestamp,
     "json": _json,
+    "json_value": _json_value,
     "uuid": _uuid,
     "oidvector": _oidvector,
     "untyped": _untyped,

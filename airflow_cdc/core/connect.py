@@ -10,7 +10,8 @@ Primitive types: ``int8`` .. ``int64``, ``float32``, ``float64``, ``boolean``, `
 Logical types by ``name``: Connect's ``Decimal`` (Base64 of the unscaled two's-complement
 integer, ``scale`` in ``parameters``), ``Date`` (days), ``Time`` (ms), ``Timestamp`` (ms);
 Debezium's ``io.debezium.time`` types (``Date``, ``Time``, ``MicroTime``, ``NanoTime``,
-``Timestamp``, ``MicroTimestamp``, ``NanoTimestamp``, ``ZonedTimestamp``), ``VariableScaleDecimal``,
+``Timestamp``, ``MicroTimestamp``, ``NanoTimestamp``, ``ZonedTimestamp``, ``ZonedTime``,
+``MicroDuration``), ``VariableScaleDecimal``,
 ``Json`` and ``Uuid``; any other logical name ending in ``Decimal`` (for example Huawei CDL's
 ``com.xxx.cdc.data.Decimal``) is a decimal serialized as a string.
 """
@@ -56,7 +57,8 @@ _LOGICAL: dict[str, tuple[str, int | None]] = {
     _DEBEZIUM_TIME + "MicroTimestamp": ("timestamp", 1),
     _DEBEZIUM_TIME + "NanoTimestamp": ("timestamp", -1000),
     _DEBEZIUM_TIME + "ZonedTimestamp": ("timestamptz", None),
-    _DEBEZIUM_TIME + "ZonedTime": ("text", None),
+    _DEBEZIUM_TIME + "ZonedTime": ("timetz", None),
+    _DEBEZIUM_TIME + "MicroDuration": ("interval", 1),
     "io.debezium.data.Json": ("json", None),
     "io.debezium.data.Uuid": ("uuid", None),
 }

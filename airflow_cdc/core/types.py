@@ -13,12 +13,14 @@ import binascii
 import datetime as dt
 import json
 import math
+import re
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Context, Decimal, InvalidOperation
 from typing import Any
 
+from airflow_cdc.core import jsontext
 from airflow_cdc.core.ddl import ColumnSpec
 from airflow_cdc.core.exceptions import DecodeError
 from airflow_cdc.core.jsontext import JsonNumber
@@ -65,6 +67,7 @@ _SPARK_TYPES = {
     "timestamptz": "TIMESTAMP",
     "interval": "BIGINT",
     "json": "STRING",
+    "json_value": "STRING",
     "uuid": "STRING",
     "oidvector": "ARRAY<BIGINT>",
     "untyped": "STRING",
@@ -260,9 +263,32 @@ def _iso_timestamp(column: ColumnSpec, value: str) -> dt.datetime:
     return parsed.astimezone(dt.UTC).replace(tzinfo=None) if parsed.tzinfo else parsed
 
 
+# PostgreSQL's ``postgres`` interval output without months (CockroachDB's changefeeds write
+# INTERVAL so): ``[<days> day[s]] [+|-]<hours>:MM:SS[.ffffff]``, at least one of the two.
+INTERVAL_TEXT = re.compile(
+    r"^(?:([+-]?[0-9]{1,9}) days?(?: (?=[+-]?[0-9])|$))?"
+    r"(?:([+-])?([0-9]{1,10}):([0-5][0-9]):([0-5][0-9])(?:\.([0-9]{1,6}))?)?$"
+)
+
+
 def _interval(column: ColumnSpec, value: Any) -> Decoded:
-    # DSQL already emits null when the total overflows 64 bits; a number is kept as is.
-    return _integer(column, value)
+    """µs: a JSON integer (DSQL, YDB, Debezium's MicroDuration; DSQL already emits null when
+    the total overflows 64 bits), or PostgreSQL's interval text without months."""
+    if not isinstance(value, str):
+        return _integer(column, value)
+    match = INTERVAL_TEXT.match(value)
+    if not value or match is None:
+        raise DecodeError(
+            column.name, f"{_shown(value)} is not an interval of days and [-]HH:MM:SS[.ffffff]"
+        )
+    days, sign, hours, minutes, seconds, fraction = match.groups()
+    clock = (int(hours or 0) * 3600 + int(minutes or 0) * 60 + int(seconds or 0)) * 10**6
+    clock += int((fraction or "").ljust(6, "0"))
+    total = int(days or 0) * 86_400 * 10**6 + (-clock if sign == "-" else clock)
+    low, high = _INT_RANGES["interval"]
+    if not low <= total <= high:
+        raise DecodeError(column.name, f"{_shown(value)} is out of range for interval")
+    return Decoded(total)
 
 
 def _json(column: ColumnSpec, value: Any) -> Decoded:
@@ -275,6 +301,12 @@ def _json(column: ColumnSpec, value: Any) -> Decoded:
     except json.JSONDecodeError as err:
         raise DecodeError(column.name, f"{value[:40]!r} is not JSON text: {err}") from err
     return Decoded(value)
+
+
+def _json_value(column: ColumnSpec, value: Any) -> Decoded:
+    """A ``json``/``jsonb`` column of a source that embeds the JSON value itself (CockroachDB,
+    YDB): any JSON value, a string being a JSON string and not JSON text."""
+    return Decoded(jsontext.dump(value, separators=(",", ":"), sort_keys=True))
 
 
 def _uuid(column: ColumnSpec, value: Any) -> Decoded:
@@ -314,6 +346,7 @@ _DECODERS: dict[str, Callable[[ColumnSpec, Any], Decoded]] = {
     "timestamptz": _timestamp,
     "interval": _interval,
     "json": _json,
+    "json_value": _json_value,
     "uuid": _uuid,
     "oidvector": _oidvector,
     "untyped": lambda column, value: Decoded(decode_undeclared(value)),

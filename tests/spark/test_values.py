@@ -48,7 +48,21 @@ CASES: dict[ColumnSpec, list[str]] = {
     ColumnSpec("c", "integer"): INTS,
     ColumnSpec("c", "bigint"): INTS,
     ColumnSpec("c", "oid"): [*INTS, "4294967295", "4294967296"],
-    ColumnSpec("c", "interval"): INTS,
+    ColumnSpec("c", "interval"): [
+        *INTS,
+        '"27:46:40.5"',
+        '"-00:00:01.5"',
+        '"1 day"',
+        '"-1 days +02:00:00"',
+        '"3 days 04:05:06.000007"',
+        '""',
+        '"1 mon"',
+        '"1 day02:00:00"',
+        '"00:60:00"',
+        '"9999999999:00:00"',
+        '"-2562047788:00:54.775808"',
+        '"-2562047788:00:54.775809"',
+    ],
     ColumnSpec("c", "real"): [
         "1.5",
         "0",
@@ -202,6 +216,15 @@ CASES: dict[ColumnSpec, list[str]] = {
         '[1, {"x": null}]',
         "5",
     ],
+    ColumnSpec("c", "json_value"): [
+        '"a string"',
+        '"{\\"a\\": 1}"',
+        '{"b": 1, "a": [1, 2.50]}',
+        "5",
+        "-1.5e3",
+        "true",
+        '[1, {"x": null}]',
+    ],
     ColumnSpec("c", "uuid"): [
         '"0f8fad5b-d9cb-469f-a165-70867728950e"',
         '"0F8FAD5B-D9CB-469F-A165-70867728950E"',
@@ -244,7 +267,7 @@ def normalized(column: ColumnSpec, value: Any) -> Any:
         return value.astimezone(dt.UTC) if value.tzinfo else value.replace(tzinfo=dt.UTC)
     if isinstance(value, Decimal):
         return value.normalize()
-    if column.pg_type == "json" and isinstance(value, str):
+    if column.pg_type in ("json", "json_value") and isinstance(value, str):
         return json.loads(value)
     return value
 

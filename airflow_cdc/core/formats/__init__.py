@@ -33,6 +33,10 @@ PARSERS: dict[str, Parser] = {
 }
 # Formats whose streams carry their own resolved timestamps (resolved messages, heartbeats).
 IN_BAND_RESOLVED = frozenset({"ydb", "cockroachdb", "cdl"})
+# Formats whose json/jsonb columns carry the JSON value itself, where the others (DSQL, Kafka
+# Connect's Json) carry JSON text in a string: CockroachDB's changefeeds write a JSONB datum
+# as its JSON value, and YDB's (JSON and Debezium-compatible) do so for a Json column.
+EMBEDDED_JSON = frozenset({"ydb", "ydb-debezium", "cockroachdb"})
 
 
 # What a record's content can make Python raise while it is parsed.
