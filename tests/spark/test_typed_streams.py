@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -143,3 +144,33 @@ def test_typed_stream_end_to_end(spark: Any, tmp_path: Path, fmt: str) -> None:
     if fmt in IN_BAND_RESOLVED:
         state = json.loads(Path(warehouse, "_cdc", "resolved", "dump.json").read_text())
         assert state["resolved_ts"] is not None
+
+
+def test_a_cockroachdb_decimal_wider_than_a_double(spark: Any, tmp_path: Path) -> None:
+    # CockroachDB writes DECIMAL as a JSON number: every digit must reach the column.
+    amounts = ["12345678901234567890.123456789", "-0.000000001", "99999999999999999999.999999999"]
+    lines = [
+        json.dumps(
+            {
+                "topic": "wide",
+                "partition": 0,
+                "offset": n,
+                "key": f"[{n}]",
+                "value": f'{{"after": {{"id": {n}, "amount": {amount}}},'
+                f' "updated": "{n + 1}000.0000000000"}}',
+            }
+        )
+        for n, amount in enumerate(amounts)
+    ]
+    dump = tmp_path / "dump"
+    dump.mkdir()
+    (dump / "part-0.ndjson").write_text("\n".join(lines) + "\n", "utf-8")
+    warehouse = str(tmp_path / "warehouse")
+    ddl = "CREATE TABLE shop.wide (id BIGINT PRIMARY KEY, amount NUMERIC(38, 9));"
+    land_dump(warehouse, str(dump), "b1", layout="kafka", fmt="cockroachdb")
+    stats = process(warehouse, "b1", ddl=ddl, fmt="cockroachdb")
+    assert stats["apply"]["accounting"]["applied"] == len(amounts)
+    rows = spark.read.format("delta").load(f"{warehouse}/shop/wide").collect()
+    assert {r["id"]: r["amount"] for r in rows} == {
+        n: Decimal(amount) for n, amount in enumerate(amounts)
+    }
