@@ -36,6 +36,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from airflow_cdc.core.columns import needs_mapping
 from airflow_cdc.core.ddl import TableSpec
 from spark_jobs.common import fault_point, quoted, retry_on_conflict
 from spark_jobs.ledger import APPLIED, DUPLICATE, SUPERSEDED
@@ -47,6 +48,8 @@ TARGET_META_DDL = (
     " _cdc_record_id STRING, _cdc_batch STRING, _cdc_special_values MAP<STRING, STRING>"
 )
 TARGET_PROPERTIES = {"delta.enableDeletionVectors": "true"}
+MAPPING_MODE = "delta.columnMapping.mode"
+COLUMN_MAPPING = {MAPPING_MODE: "name"}
 _RANGE_TYPES = (IntegralType, DecimalType, StringType, DateType, TimestampType, TimestampNTZType)
 
 
@@ -57,11 +60,15 @@ def target_schema(changes: StructType) -> StructType:
 
 
 def ensure_target(spark: SparkSession, path: str, schema: StructType) -> None:
-    """Create the target table (with deletion vectors) or give it every column of ``schema``:
-    add the missing ones, widen the ones ``schema`` widens (Delta's type widening)."""
+    """Create the target table (with deletion vectors, and column mapping when a column's name
+    needs it) or give it every column of ``schema``: add the missing ones, widen the ones
+    ``schema`` widens (Delta's type widening)."""
     if not DeltaTable.isDeltaTable(spark, path):
         builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(schema)
-        for key, value in TARGET_PROPERTIES.items():
+        properties = dict(TARGET_PROPERTIES)
+        if any(needs_mapping(f.name) for f in schema.fields):
+            properties.update(COLUMN_MAPPING)
+        for key, value in properties.items():
             builder = builder.property(key, value)
         builder.execute()
         return
@@ -69,10 +76,20 @@ def ensure_target(spark: SparkSession, path: str, schema: StructType) -> None:
 
 
 def conform(spark: SparkSession, path: str, schema: StructType) -> None:
-    current = {f.name: f.dataType for f in DeltaTable.forPath(spark, path).toDF().schema.fields}
+    """Give the table ``path`` every column of ``schema``, turning on its column mapping first
+    when a new column's name needs it (the names were admitted by
+    :func:`~airflow_cdc.core.columns.admit`)."""
+    target = DeltaTable.forPath(spark, path)
+    current = {f.name: f.dataType for f in target.toDF().schema.fields}
     added = [f for f in schema.fields if f.name not in current]
     widened = [f for f in schema.fields if f.name in current and f.dataType != current[f.name]]
     table = f"delta.{quoted(path)}"
+    if any(needs_mapping(f.name) for f in added):
+        mode = target.detail().first()["properties"].get(MAPPING_MODE)  # type: ignore[index]
+        if mode != "name":
+            pairs = ", ".join(f"'{k}' = '{v}'" for k, v in COLUMN_MAPPING.items())
+            spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ({pairs})")
+            log.info("turned on column mapping (by name) of %s", path)
     if added:
         columns = ", ".join(f"{quoted(f.name)} {f.dataType.simpleString()}" for f in added)
         spark.sql(f"ALTER TABLE {table} ADD COLUMNS ({columns})")

@@ -63,6 +63,7 @@ class Limits:
 
     columns: int = MAX_COLUMNS_PER_RECORD  # columns in one image
     added_columns: int = MAX_ADDED_COLUMNS  # columns streams may add to a table beyond its DDL
+    column_mapping: bool = False  # stream columns may turn on a table's column mapping
 
 
 class WarehouseLayoutError(CdcError):
@@ -186,10 +187,14 @@ def apply_tables(
         mine = changes.where(resolve.belongs(declared, only_table, names_schemas))
         path = ctx.warehouse.target(declared.table)
         types = resolve.record_types(mine, limits.columns)
-        spec = resolve.effective_spec(ctx.spark, path, declared, types, limits.added_columns)
+        spec = resolve.effective_spec(
+            ctx.spark, path, declared, types, limits.added_columns, limits.column_mapping
+        )
         decoding = resolve.embed_json(spec) if fmt in EMBEDDED_JSON else spec
         decoded = resolve.decode_changes(mine, decoding, types, limits.columns).localCheckpoint()
-        decoded, added = resolve.admit_extras(decoded, declared, spec, limits.added_columns)
+        decoded, added = resolve.admit_extras(
+            decoded, declared, spec, limits.added_columns, limits.column_mapping
+        )
         failed = decoded.where(F.col("_err_reason").isNotNull())
         quarantine_changes(failed, outcomes, payloads)
         good = decoded.where(F.col("_err_reason").isNull()).drop(*resolve.ERROR_COLUMNS)
@@ -305,7 +310,7 @@ def run(ctx: JobContext, args: Any) -> dict[str, Any]:
         .localCheckpoint()
     )
     payloads = [parsed.select("record_id", "payload"), buffered.select("record_id", "payload")]
-    limits = Limits(args.max_columns_per_record, args.max_added_columns)
+    limits = Limits(args.max_columns_per_record, args.max_added_columns, args.column_mapping)
     stats["tables"] = apply_tables(ctx, args.format, specs, changes, outcomes, payloads, limits)
     stats["parsed"] = {
         r["rtype"]: int(r["n"])
@@ -351,6 +356,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         default=MAX_ADDED_COLUMNS,
         help="columns the stream may add to a table beyond its DDL; a change bringing more"
         " is quarantined (column_limit)",
+    )
+    parser.add_argument(
+        "--column-mapping",
+        action="store_true",
+        help="a stream column whose name Delta stores only with column mapping (a space,"
+        " ,;{}()=, a tab or newline) is added, turning on the table's column mapping; without"
+        " it such a change is quarantined (invalid_column_name)",
     )
     parser.add_argument(
         "--max-fragments-per-image",

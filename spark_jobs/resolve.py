@@ -66,7 +66,12 @@ def belongs(spec: TableSpec, only_table: bool, names_schemas: bool = False) -> C
 
 
 def effective_spec(
-    spark: SparkSession, target: str, spec: TableSpec, types: list[str], limit: int
+    spark: SparkSession,
+    target: str,
+    spec: TableSpec,
+    types: list[str],
+    limit: int,
+    mapping: bool = False,
 ) -> TableSpec:
     """The declared table with the target's current column types and the typed columns that
     this batch's records declare (``types``, from :func:`record_types`), widened where that
@@ -95,7 +100,7 @@ def effective_spec(
                 log.warning("column %s of %s keeps its declared type", field.name, target)
     parsed = [json.loads(types_json) for types_json in types]
     admitted = admit(
-        columns, [c.name for c in spec.columns], (n for t in parsed for n in t), limit
+        columns, [c.name for c in spec.columns], (n for t in parsed for n in t), limit, mapping
     ).added
     for record_types in parsed:
         for name, incoming in record_types.items():
@@ -302,7 +307,7 @@ def embed_json(spec: TableSpec) -> TableSpec:
 
 
 def admit_extras(
-    decoded: DataFrame, declared: TableSpec, spec: TableSpec, limit: int
+    decoded: DataFrame, declared: TableSpec, spec: TableSpec, limit: int, mapping: bool = False
 ) -> tuple[DataFrame, tuple[str, ...]]:
     """(decoded, columns to add): the undeclared columns of the batch's good changes that the
     table may take (:func:`~airflow_cdc.core.columns.admit`); a change carrying any other
@@ -315,7 +320,7 @@ def admit_extras(
         .collect()
     ]
     current = [c.name for c in spec.columns]
-    admission = admit(current, [c.name for c in declared.columns], seen, limit)
+    admission = admit(current, [c.name for c in declared.columns], seen, limit, mapping)
     if not admission.refused:
         return decoded, admission.added
     refused = decoded.sparkSession.createDataFrame(

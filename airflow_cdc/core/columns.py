@@ -1,7 +1,9 @@
 """Which column names a stream may add to a table.
 
 A column name from the stream is data: it becomes a Delta column only when Delta can store it
-(Delta refuses a name holding any of `` ,;{}()\\n\\t=`` unless the table uses column mapping),
+(Delta refuses a name holding any of `` ,;{}()\\n\\t=`` unless the table uses column mapping,
+which a job turns on for a table when a declared column needs it, and for stream columns only
+when the job is allowed to: see ``column_mapping``),
 when it cannot be taken for another column (Spark resolves names without regard to case),
 when it is not one of the project's own ``_cdc_`` columns, and while the table stays within
 the configured number of columns added by streams. A change carrying a name that fails any of
@@ -25,14 +27,21 @@ MAX_COLUMNS_PER_RECORD = 1600
 MAX_ADDED_COLUMNS = 200
 
 
-def name_problem(name: str) -> str | None:
-    """Why ``name`` can never be a column of a target table, or ``None``."""
+def needs_mapping(name: str) -> bool:
+    """Whether Delta stores ``name`` only in a table with column mapping."""
+    return UNSTORABLE.search(name) is not None
+
+
+def name_problem(name: str, mapping: bool = False) -> str | None:
+    """Why ``name`` cannot be a column of a target table, or ``None``; with ``mapping``, the
+    table may use column mapping."""
     if not name:
         return "a column name is empty"
-    if UNSTORABLE.search(name):
+    if not mapping and needs_mapping(name):
         return (
-            f"column {name!r} holds a character Delta cannot store in a column name"
-            " (a space, one of ,;{}()= or a tab or newline)"
+            f"column {name!r} holds a character Delta stores in a column name only with column"
+            " mapping (a space, one of ,;{}()= or a tab or newline); allow it with"
+            " column_mapping"
         )
     if name.lower().startswith(RESERVED_PREFIX):
         return f"column {name!r} uses the prefix {RESERVED_PREFIX!r} of the pipeline's own columns"
@@ -48,10 +57,15 @@ class Admission:
 
 
 def admit(
-    current: Iterable[str], declared: Iterable[str], new: Iterable[str], limit: int
+    current: Iterable[str],
+    declared: Iterable[str],
+    new: Iterable[str],
+    limit: int,
+    mapping: bool = False,
 ) -> Admission:
     """Decide which of ``new`` may be added to a table that has ``current`` columns, of which
-    ``declared`` come from its DDL; at most ``limit`` columns beyond the DDL in all.
+    ``declared`` come from its DDL; at most ``limit`` columns beyond the DDL in all; with
+    ``mapping``, names that need column mapping too.
 
     Names are taken in sorted order, so every run of a batch decides the same way.
     """
@@ -63,7 +77,7 @@ def admit(
     added: list[str] = []
     refused: dict[str, tuple[str, str]] = {}
     for name in sorted(set(new) - present):
-        problem = name_problem(name)
+        problem = name_problem(name, mapping)
         if problem is None and name.lower() in taken:
             problem = f"column {name!r} differs only in case from column {taken[name.lower()]!r}"
         if problem is not None:

@@ -151,7 +151,8 @@ def _check_names(table: TableRef, names: list[str]) -> None:
             f" to case in Spark): {names}"
         )
     for name in names:
-        problem = name_problem(name)
+        # A declared name that needs column mapping gets it: the table is created with it.
+        problem = name_problem(name, mapping=True)
         if problem is not None:
             raise DdlError(f"table {table.qualified!r}: {problem}")
 

@@ -38,6 +38,11 @@ class ApplyChangesOperator(SparkJobOperator):
         (``too_many_columns``); default 1,600, PostgreSQL's limit per table.
     :param max_added_columns: Columns the stream may add to a table beyond its DDL; a change
         that would add more is quarantined (``column_limit``); default 200.
+    :param column_mapping: Let a stream column whose name Delta stores only with column mapping
+        (a space, one of ``,;{}()=``, a tab or newline) be added, turning on the table's
+        column mapping (Delta readers then need column mapping support). Without it such a
+        change is quarantined (``invalid_column_name``). Declared columns with such names
+        always get it.
     :param max_fragments_per_image: A chunked record whose image has more fragments is a bad
         record (quarantined); default 10,000, at most 1,000,000.
     :param max_number_digits: A record holding a JSON number literal of more digits is a bad
@@ -66,6 +71,7 @@ class ApplyChangesOperator(SparkJobOperator):
         max_pending_wall_seconds: float = MAX_PENDING_WALL_SECONDS,
         max_columns_per_record: int = MAX_COLUMNS_PER_RECORD,
         max_added_columns: int = MAX_ADDED_COLUMNS,
+        column_mapping: bool = False,
         max_fragments_per_image: int = MAX_FRAGMENTS,
         max_number_digits: int = MAX_NUMBER_DIGITS,
         tombstone_retention_seconds: float | None = None,
@@ -88,6 +94,7 @@ class ApplyChangesOperator(SparkJobOperator):
         self.max_pending_wall_seconds = max_pending_wall_seconds
         self.max_columns_per_record = max_columns_per_record
         self.max_added_columns = max_added_columns
+        self.column_mapping = column_mapping
         self.max_fragments_per_image = max_fragments_per_image
         self.max_number_digits = max_number_digits
 
@@ -123,4 +130,5 @@ class ApplyChangesOperator(SparkJobOperator):
             *("--max-added-columns", str(self.max_added_columns)),
             *("--max-fragments-per-image", str(self.max_fragments_per_image)),
             *("--max-number-digits", str(self.max_number_digits)),
+            *(["--column-mapping"] if self.column_mapping else []),
         ]

@@ -126,6 +126,10 @@ def test_apply_changes_arguments() -> None:
         ApplyChangesOperator(
             task_id="c", warehouse="/wh", source="s", ddl=ddl, max_pending_wall_seconds=0
         ).job_args({})
+    mapped = ApplyChangesOperator(
+        task_id="m", warehouse="/wh", source="s", ddl=ddl, column_mapping=True
+    ).job_args({})
+    assert mapped[-1] == "--column-mapping"
     for bad, message in (
         ({"max_number_digits": 4301}, "digits per number must be 1 to 4,300"),
         ({"max_fragments_per_image": 10**7}, "fragments per image must be 1 to 1,000,000"),

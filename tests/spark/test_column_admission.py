@@ -119,3 +119,58 @@ def test_a_dotted_column_beside_a_refused_one(spark: Any, tmp_path: Path) -> Non
     table = spark.read.format("delta").load(str(tmp_path / "warehouse" / "public" / "accounts"))
     assert [(r["id"], r["a.b"]) for r in table.collect()] == [(1, "dot")]
     assert list(quarantined(spark, tmp_path, "b3")) == [2]
+
+
+def mapping_mode(spark: Any, path: Path) -> str | None:
+    from delta.tables import DeltaTable
+
+    properties = DeltaTable.forPath(spark, str(path)).detail().first()["properties"]
+    return properties.get("delta.columnMapping.mode")
+
+
+def test_column_mapping_takes_the_names_delta_stores_only_with_it(
+    spark: Any, tmp_path: Path
+) -> None:
+    """With ``--column-mapping`` a name holding a space or ``,;{}()=`` is a column: the table's
+    column mapping is turned on when such a column is added, not before."""
+    warehouse = tmp_path / "warehouse"
+    options = ("--column-mapping",)
+    batches = {
+        "m1": [record(1, {"note": "plain"}, BASE_NS)],
+        "m2": [
+            record(2, {"order date": "2026-01-02", "a,b;c": "odd"}, BASE_NS + 2),
+            record(3, {"_cdc_op": "x"}, BASE_NS + 3),  # the pipeline's own prefix: still refused
+        ],
+    }
+    stats = {}
+    for batch, records in batches.items():
+        write_ndjson(records, str(tmp_path / f"dump-{batch}"), files=1)
+        land_dump(str(warehouse), str(tmp_path / f"dump-{batch}"), batch, source="mapped")
+        stats[batch] = process(str(warehouse), batch, ddl=DDL, source="mapped", options=options)
+        if batch == "m1":
+            assert mapping_mode(spark, warehouse / "public" / "accounts") is None
+
+    assert stats["m2"]["apply"]["accounting"]["applied"] == 1, quarantined(spark, tmp_path, "m2")
+    assert stats["m2"]["apply"]["accounting"]["quarantined"] == 1
+    table = warehouse / "public" / "accounts"
+    assert mapping_mode(spark, table) == "name"
+    rows = spark.read.format("delta").load(str(table)).orderBy("id").collect()
+    assert [(r["id"], r["note"], r["order date"], r["a,b;c"]) for r in rows] == [
+        (1, "plain", None, None),
+        (2, None, "2026-01-02", "odd"),
+    ]
+    assert "'_cdc_'" in quarantined(spark, tmp_path, "m2")[3]
+
+
+def test_declared_names_that_need_column_mapping_get_it(spark: Any, tmp_path: Path) -> None:
+    ddl = 'CREATE TABLE public.accounts (id BIGINT PRIMARY KEY, name TEXT, "order date" DATE);'
+    records = [record(1, {"order date": 20455}, BASE_NS)]  # days since the epoch
+    write_ndjson(records, str(tmp_path / "dump"), files=1)
+    warehouse = tmp_path / "warehouse"
+    land_dump(str(warehouse), str(tmp_path / "dump"), "d1")
+    stats = process(str(warehouse), "d1", ddl=ddl)["apply"]
+    assert stats["accounting"]["applied"] == 1
+    table = warehouse / "public" / "accounts"
+    assert mapping_mode(spark, table) == "name"
+    [row] = spark.read.format("delta").load(str(table)).collect()
+    assert str(row["order date"]) == "2026-01-02"
