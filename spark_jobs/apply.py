@@ -85,11 +85,15 @@ def conform(spark: SparkSession, path: str, schema: StructType) -> None:
     widened = [f for f in schema.fields if f.name in current and f.dataType != current[f.name]]
     table = f"delta.{quoted(path)}"
     if any(needs_mapping(f.name) for f in added):
-        mode = target.detail().first()["properties"].get(MAPPING_MODE)  # type: ignore[index]
-        if mode != "name":
-            pairs = ", ".join(f"'{k}' = '{v}'" for k, v in COLUMN_MAPPING.items())
-            spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ({pairs})")
-            log.info("turned on column mapping (by name) of %s", path)
+
+        def turn_on() -> None:
+            properties = DeltaTable.forPath(spark, path).detail().first()["properties"]  # type: ignore[index]
+            if properties.get(MAPPING_MODE) != "name":
+                pairs = ", ".join(f"'{k}' = '{v}'" for k, v in COLUMN_MAPPING.items())
+                spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ({pairs})")
+                log.info("turned on column mapping (by name) of %s", path)
+
+        retry_on_conflict(turn_on, f"column mapping of {path}")
     if added:
         columns = ", ".join(f"{quoted(f.name)} {f.dataType.simpleString()}" for f in added)
         spark.sql(f"ALTER TABLE {table} ADD COLUMNS ({columns})")

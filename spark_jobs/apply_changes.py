@@ -30,7 +30,7 @@ from airflow_cdc.core.formats import EMBEDDED_JSON
 from airflow_cdc.core.formats.common import (
     FRAGMENTS_CEILING,
     MAX_FRAGMENTS,
-    MAX_NUMBER_DIGITS,
+    MAX_NUMBER_LENGTH,
     RecordLimits,
 )
 from airflow_cdc.jobs import MAX_PENDING_WALL_SECONDS
@@ -286,7 +286,7 @@ def run(ctx: JobContext, args: Any) -> dict[str, Any]:
     records = batch_records(ctx, source)
     done = final_ids(ctx, source, [ctx.batch_id])
     todo = records if done is None else records.join(done, "record_id", "left_anti")
-    record_limits = RecordLimits(args.max_fragments_per_image, args.max_number_digits)
+    record_limits = RecordLimits(args.max_fragments_per_image, args.max_number_length)
     parsed = parse_records(todo, args.format, record_limits).localCheckpoint()
     record_outcomes(parsed, outcomes)
     state = open_state(ctx, source)
@@ -371,11 +371,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         help="a chunked record whose image has more fragments is a bad record",
     )
     parser.add_argument(
-        "--max-number-digits",
-        type=positive_count("digits", MAX_NUMBER_DIGITS),
-        default=MAX_NUMBER_DIGITS,
-        help="a record holding a JSON number of more digits is a bad record (formats parsed"
-        " by the core; Python's limit is the most)",
+        "--max-number-length",
+        type=positive_count("characters", MAX_NUMBER_LENGTH),
+        default=MAX_NUMBER_LENGTH,
+        help="a record holding a JSON number literal of more characters is a bad record"
+        " (formats parsed by the core; the most is Spark's JSON reader's 1,000)",
     )
     args = parser.parse_args(argv)
     ctx = start(JOB_NAME, JOB_VERSION, args)

@@ -39,6 +39,7 @@ import fsspec
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
+from airflow_cdc.core import jsontext
 from airflow_cdc.core.events import Message
 from airflow_cdc.core.exceptions import RecordFormatError
 from airflow_cdc.core.formats import IN_BAND_RESOLVED, resolved_marker
@@ -102,9 +103,13 @@ def _timestamp(value: Any) -> dt.datetime | None:
 
 
 def _text(value: Any) -> str | None:
-    if value is None or isinstance(value, str):
-        return value
-    return json.dumps(value, ensure_ascii=False)
+    text = value if value is None or isinstance(value, str) else jsontext.dump(value)
+    if text is not None:
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as err:
+            raise ValueError(f"a field holds a lone UTF-16 surrogate at {err.start}") from err
+    return text
 
 
 def kafka_line(line: str) -> dict[str, Any]:
@@ -112,15 +117,18 @@ def kafka_line(line: str) -> dict[str, Any]:
 
     :raises ValueError: when the line is not such a message.
     """
-    doc = json.loads(line)
+    doc = jsontext.loads(line)
     if not isinstance(doc, dict) or "value" not in doc:
         raise ValueError("a line must be an object with a value field")
     offset = doc.get("offset")
     if offset is not None and (not isinstance(offset, int) or offset < 0):
         raise ValueError(f"offset {offset!r} is not a non-negative integer")
     timestamp = doc.get("timestamp")
+    topic = doc.get("topic")
+    if topic is not None and not isinstance(topic, str):
+        raise ValueError(f"topic {topic!r} is not text")
     return {
-        "topic": doc.get("topic"),
+        "topic": _text(topic),
         "key": _text(doc.get("key")),
         "value": _text(doc["value"]),
         "offset": offset,
@@ -228,7 +236,7 @@ class FileReader:
         self, path: str, number: int, text: str, record_id: str, line_key: str
     ) -> Iterator[tuple[tuple[Any, ...], dt.datetime | None, Message | None]]:
         try:
-            messages = split_batch(json.loads(text))
+            messages = split_batch(jsontext.loads(text))
         except (ValueError, RecordFormatError):
             messages = None  # not a batch (or not JSON): one message, parsed later
         position = f"{path}#{line_key}"
@@ -255,7 +263,8 @@ class FileReader:
                 sub,
                 None,
                 None,
-                message.encode("utf-8"),
+                # A lone surrogate stays in the bytes: parsing quarantines them (invalid_utf8).
+                message.encode("utf-8", "surrogatepass"),
             )
             yield row, None, Message(message, None, sub)
 

@@ -502,7 +502,11 @@ def _parsed_row(parse: Any, row: dict[str, Any]) -> dict[str, Any]:
         except UnicodeDecodeError as err:
             raise RecordFormatError("invalid_utf8", str(err)) from err
         message = Message(strict, row["partition_key"], row["seq_key"] or "", row["stream"])
-        return {**head, **_fields(parse(message))}
+        fields = _fields(parse(message))
+        for value in fields.values():
+            if isinstance(value, str):
+                _check_utf8(value)
+        return {**head, **fields}
     except RecordFormatError as err:
         return {**head, "rtype": "error", "reason": err.reason, "detail": str(err)}
     except RecursionError:
@@ -547,6 +551,18 @@ def _fields(record: Any) -> dict[str, Any]:
             }
         )
     return fields
+
+
+def _check_utf8(text: str) -> None:
+    """Arrow (and Spark) hold UTF-8: a JSON escape of a lone UTF-16 surrogate (``"\\ud800"``)
+    parses to a string that has none."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise RecordFormatError(
+            "invalid_record",
+            f"a string holds a lone UTF-16 surrogate: {err.object[err.start : err.end]!r}",
+        ) from err
 
 
 def _check_int64(value: int, name: str) -> None:

@@ -233,7 +233,8 @@ def _interval(column: ColumnSpec, json: _Json) -> _Result:
     (:data:`airflow_cdc.core.types.INTERVAL_TEXT`)."""
     whole = _integer(column, json)
     text = json.get("string")
-    pattern = INTERVAL_TEXT.pattern
+    # Java's ``$`` also matches before a final line terminator: end the pattern at the end.
+    pattern = INTERVAL_TEXT.pattern.removesuffix("$") + r"\z"
     matches = F.coalesce(text.rlike(pattern), F.lit(False)) & (F.length(text) > 0)
     group = [json.stage(f"iv{i}", F.regexp_extract(text, pattern, i)) for i in range(1, 7)]
 

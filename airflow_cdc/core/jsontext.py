@@ -41,18 +41,24 @@ def dump(value: Any, **kwargs: Any) -> str:
     """``json.dumps(value, ensure_ascii=False, **kwargs)``, each :class:`JsonNumber` written as
     the text it was read from."""
     numbers: list[str] = []
-
-    def swap(item: Any) -> Any:
+    # A copy with each JsonNumber replaced by a placeholder, built without recursion: a value
+    # may nest as deep as the parser allows.
+    holder: list[Any] = [None]
+    stack: list[tuple[Any, Any, Any]] = [(holder, 0, value)]
+    while stack:
+        parent, slot, item = stack.pop()
         if isinstance(item, JsonNumber):
             numbers.append(item.text)
-            return f"\0{_NONCE}{len(numbers) - 1}\0"
-        if isinstance(item, dict):
-            return {key: swap(inner) for key, inner in item.items()}
-        if isinstance(item, list):
-            return [swap(inner) for inner in item]
-        return item
-
-    text = json.dumps(swap(value), ensure_ascii=False, **kwargs)
+            parent[slot] = f"\0{_NONCE}{len(numbers) - 1}\0"
+        elif isinstance(item, dict):
+            parent[slot] = mapping = dict.fromkeys(item)
+            stack.extend((mapping, key, inner) for key, inner in item.items())
+        elif isinstance(item, list):
+            parent[slot] = array = [None] * len(item)
+            stack.extend((array, index, inner) for index, inner in enumerate(item))
+        else:
+            parent[slot] = item
+    text = json.dumps(holder[0], ensure_ascii=False, **kwargs)
     if not numbers:
         return text
     return _PLACEHOLDER.sub(lambda match: numbers[int(match[1])], text)

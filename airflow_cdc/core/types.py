@@ -276,7 +276,7 @@ def _interval(column: ColumnSpec, value: Any) -> Decoded:
     the total overflows 64 bits), or PostgreSQL's interval text without months."""
     if not isinstance(value, str):
         return _integer(column, value)
-    match = INTERVAL_TEXT.match(value)
+    match = INTERVAL_TEXT.fullmatch(value)
     if not value or match is None:
         raise DecodeError(
             column.name, f"{_shown(value)} is not an interval of days and [-]HH:MM:SS[.ffffff]"
@@ -415,8 +415,8 @@ def widen(current: ColumnSpec, incoming: str) -> ColumnSpec | None:
         if (digits + scale, scale) == (cp, cs):
             return current
         return ColumnSpec(current.name, "numeric", digits + scale, scale, current.nullable)
-    if new.pg_type == current.pg_type:
-        return current
+    if new.pg_type == current.pg_type or {new.pg_type, current.pg_type} == {"bigint", "interval"}:
+        return current  # (an interval is stored as BIGINT µs: read back, it is a bigint)
     if current.pg_type in _TEXT_LIKE and new.pg_type in _TEXT_LIKE:
         return current if current.pg_type == "text" else None
     if current.pg_type in _WIDER.get(new.pg_type, ()):

@@ -11,7 +11,7 @@ from airflow.sdk import Context
 from airflow_cdc.core.columns import MAX_ADDED_COLUMNS, MAX_COLUMNS_PER_RECORD
 from airflow_cdc.core.ddl import parse_tables
 from airflow_cdc.core.formats import parser_for
-from airflow_cdc.core.formats.common import MAX_FRAGMENTS, MAX_NUMBER_DIGITS, RecordLimits
+from airflow_cdc.core.formats.common import MAX_FRAGMENTS, MAX_NUMBER_LENGTH, RecordLimits
 from airflow_cdc.jobs import MAX_PENDING_WALL_SECONDS, check_source
 from airflow_cdc.operators.base import SparkJobOperator
 
@@ -45,9 +45,10 @@ class ApplyChangesOperator(SparkJobOperator):
         always get it.
     :param max_fragments_per_image: A chunked record whose image has more fragments is a bad
         record (quarantined); default 10,000, at most 1,000,000.
-    :param max_number_digits: A record holding a JSON number literal of more digits is a bad
-        record (quarantined); default and most 4,300, Python's limit. Applies to the formats
-        parsed by the core (all but ``dsql``, whose numbers are decoded in the JVM).
+    :param max_number_length: A record holding a JSON number literal of more characters is a
+        bad record (quarantined); default and most 1,000, the longest Spark's JSON reader
+        reads. Applies to the formats parsed by the core (all but ``dsql``, whose records
+        Spark reads itself, with that limit).
     :param tombstone_retention_seconds: Deprecated and ignored: tombstones are purged by
         :class:`~airflow_cdc.operators.maintain.CdcMaintenanceOperator`.
     """
@@ -73,7 +74,7 @@ class ApplyChangesOperator(SparkJobOperator):
         max_added_columns: int = MAX_ADDED_COLUMNS,
         column_mapping: bool = False,
         max_fragments_per_image: int = MAX_FRAGMENTS,
-        max_number_digits: int = MAX_NUMBER_DIGITS,
+        max_number_length: int = MAX_NUMBER_LENGTH,
         tombstone_retention_seconds: float | None = None,
         **kwargs: Any,
     ) -> None:
@@ -96,7 +97,7 @@ class ApplyChangesOperator(SparkJobOperator):
         self.max_added_columns = max_added_columns
         self.column_mapping = column_mapping
         self.max_fragments_per_image = max_fragments_per_image
-        self.max_number_digits = max_number_digits
+        self.max_number_length = max_number_length
 
     def job_args(self, context: Context) -> list[str]:
         check_source(self.source)
@@ -114,13 +115,13 @@ class ApplyChangesOperator(SparkJobOperator):
             "max_columns_per_record",
             "max_added_columns",
             "max_fragments_per_image",
-            "max_number_digits",
+            "max_number_length",
         )
         for name in counts:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
-        RecordLimits(self.max_fragments_per_image, self.max_number_digits)  # and in range
+        RecordLimits(self.max_fragments_per_image, self.max_number_length)  # and in range
         return [
             *("--source", self.source, "--format", self.record_format),
             *("--ddl", self.ddl, "--default-schema", self.default_schema),
@@ -129,6 +130,6 @@ class ApplyChangesOperator(SparkJobOperator):
             *("--max-columns-per-record", str(self.max_columns_per_record)),
             *("--max-added-columns", str(self.max_added_columns)),
             *("--max-fragments-per-image", str(self.max_fragments_per_image)),
-            *("--max-number-digits", str(self.max_number_digits)),
+            *("--max-number-length", str(self.max_number_length)),
             *(["--column-mapping"] if self.column_mapping else []),
         ]

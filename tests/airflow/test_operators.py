@@ -115,7 +115,7 @@ def test_apply_changes_arguments() -> None:
         *("--max-columns-per-record", "1600"),
         *("--max-added-columns", "200"),
         *("--max-fragments-per-image", "10000"),
-        *("--max-number-digits", "4300"),
+        *("--max-number-length", "1000"),
     ]
     for bad in ({"max_added_columns": 0}, {"max_columns_per_record": 1.5}):
         with pytest.raises(ValueError, match="whole number"):
@@ -131,7 +131,7 @@ def test_apply_changes_arguments() -> None:
     ).job_args({})
     assert mapped[-1] == "--column-mapping"
     for bad, message in (
-        ({"max_number_digits": 4301}, "digits per number must be 1 to 4,300"),
+        ({"max_number_length": 1001}, "characters per number must be 1 to 1,000"),
         ({"max_fragments_per_image": 10**7}, "fragments per image must be 1 to 1,000,000"),
     ):
         with pytest.raises(ValueError, match=message):

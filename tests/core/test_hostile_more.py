@@ -427,24 +427,60 @@ def test_a_number_of_5000_digits_is_a_decode_error(column: str, value: Any) -> N
     assert raised.value.column == column
 
 
-def test_digits_per_number_can_be_lowered() -> None:
-    limits = RecordLimits(number_digits=12)
+def test_the_length_of_a_number_can_be_lowered() -> None:
+    limits = RecordLimits(number_length=12)
     value = (
-        '{"payload": {"op": "c", "after": {"id": %s},'
+        '{"payload": {"op": "c", "after": {"id": %s, "s": "%s"},'
         ' "source": {"ts_ms": 1, "schema": "s", "table": "t"}}}'
     )
-    for literal in ("123456789012", "-123456789012", "1234567890.12", "1.2345678901e5"):
-        parser_for("debezium", limits)(Message(value % literal, None, POSITION, "t"))
-    for literal in ("1234567890123", "-1234567890123", "12345678901.23", "1.23456789012e5"):
-        with pytest.raises(RecordFormatError, match="13 digits is over the limit of 12"):
-            parser_for("debezium", limits)(Message(value % literal, None, POSITION, "t"))
-    # The default is Python's limit: a number of 4,300 digits parses, one more does not.
-    parser_for("debezium")(Message(value % ("9" * 4300), None, POSITION, "t"))
-    with pytest.raises(RecordFormatError, match="4301 digits"):
-        parser_for("debezium")(Message(value % ("9" * 4301), None, POSITION, "t"))
+    long_text = "9" * 40  # a long run of digits in a string is no number
+    for literal in ("123456789012", "-12345678901", "1234567890.1", "1.234567e+10"):
+        parser_for("debezium", limits)(Message(value % (literal, long_text), None, POSITION, "t"))
+    for literal in ("1234567890123", "-123456789012", "12345678901.2", "1.2345678e+10"):
+        with pytest.raises(RecordFormatError, match="13 characters is over the limit of 12"):
+            parser_for("debezium", limits)(Message(value % (literal, ""), None, POSITION, "t"))
+    # The default is the longest number Spark's JSON reader reads: 1,000 characters.
+    parser_for("debezium")(Message(value % ("9" * 1000, ""), None, POSITION, "t"))
+    for literal in ("9" * 1001, "0." + "1" * 999):
+        with pytest.raises(RecordFormatError, match="1,001 characters"):
+            parser_for("debezium")(Message(value % (literal, ""), None, POSITION, "t"))
 
 
 def test_record_limits_refuse_settings_out_of_range() -> None:
-    for bad in ({"number_digits": 0}, {"number_digits": 4301}, {"fragments": 10**6 + 1}):
+    for bad in ({"number_length": 0}, {"number_length": 1001}, {"fragments": 10**6 + 1}):
         with pytest.raises(ValueError, match="must be 1 to"):
             RecordLimits(**bad)
+
+
+def test_a_lone_surrogate_in_a_record_is_a_bad_record() -> None:
+    from spark_jobs.parse import _parsed_row
+
+    value = '{"payload": {"op": "c", "after": {"id": 1, "s": "\\ud800"},'
+    value += ' "source": {"ts_ms": 1, "schema": "s", "table": "t"}}}'
+    row = {
+        "record_id": "r",
+        "batch_id": "b",
+        "arrival_ts": None,
+        "data": value.encode(),
+        "envelope_error": None,
+        "partition_key": None,
+        "seq_key": POSITION,
+        "stream": "t",
+    }
+    parsed = _parsed_row(parser_for("debezium"), row)
+    assert (parsed["rtype"], parsed["reason"]) == ("error", "invalid_record")
+    assert "lone UTF-16 surrogate" in parsed["detail"]
+
+
+@pytest.mark.parametrize("text", ["01:00:00\n", "1 day\n", "01:00:00\r"])
+def test_an_interval_text_is_the_whole_value(text: str) -> None:
+    with pytest.raises(DecodeError):
+        decode(ColumnSpec("i", "interval"), text)
+
+
+def test_an_interval_column_reads_back_as_its_bigint_storage() -> None:
+    from airflow_cdc.core.types import widen
+
+    stored = ColumnSpec("d", "bigint")
+    assert widen(stored, "interval") == stored
+    assert widen(ColumnSpec("d", "interval"), "bigint") == ColumnSpec("d", "interval")

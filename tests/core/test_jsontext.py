@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from decimal import Decimal
 
+import pytest
+
 from airflow_cdc.core import jsontext
 from airflow_cdc.core.ddl import parse_tables
 from airflow_cdc.core.events import Message
@@ -33,3 +35,21 @@ def test_a_cockroachdb_decimal_keeps_every_digit() -> None:
     assert json.loads(jsontext.dump(record.after), parse_float=Decimal)["amount"] == Decimal(WIDE)
     decoded = decode_row(spec, record.op, record.before, record.after, record.key)
     assert decoded.values["amount"] == Decimal(WIDE)
+
+
+def test_a_value_nested_as_deep_as_the_parser_reads_is_written_back() -> None:
+    text = "[" * 900 + "1.50" + "]" * 900
+    assert jsontext.dump(jsontext.loads(text), separators=(",", ":")) == text
+
+
+def test_kafka_dump_lines_keep_every_digit_and_refuse_lone_surrogates() -> None:
+    from spark_jobs.land_files import kafka_line
+
+    line = '{"topic": "t", "offset": 1, "value": {"after": {"amount": ' + WIDE + "}}}"
+    assert json.loads(kafka_line(line)["value"], parse_float=Decimal) == {
+        "after": {"amount": Decimal(WIDE)}
+    }
+    with pytest.raises(ValueError, match="lone UTF-16 surrogate"):
+        kafka_line('{"topic": "t", "offset": 1, "value": {"s": "\\ud800"}}')
+    with pytest.raises(ValueError, match="topic"):
+        kafka_line('{"topic": 5, "value": "x"}')

@@ -19,7 +19,7 @@ BASE_NS = 1_767_225_600_000_000_000
 LIMITS = ("--max-added-columns", "2", "--max-columns-per-record", "10")
 
 
-def record(ident: int, extra: dict[str, Any], ts_ns: int) -> str:
+def record(ident: int, extra: dict[str, Any], ts_ns: int, table: str = "accounts") -> str:
     """A ``full`` insert as the DSQL document shapes it, with ``extra`` columns."""
     return json.dumps(
         {
@@ -33,7 +33,7 @@ def record(ident: int, extra: dict[str, Any], ts_ns: int) -> str:
                 "ts_ns": ts_ns,
                 "txId": f"tx{ident}",
                 "schema": "public",
-                "table": "accounts",
+                "table": table,
                 "db": "postgres",
                 "cluster": "c1",
             },
@@ -132,45 +132,39 @@ def test_column_mapping_takes_the_names_delta_stores_only_with_it(
     spark: Any, tmp_path: Path
 ) -> None:
     """With ``--column-mapping`` a name holding a space or ``,;{}()=`` is a column: the table's
-    column mapping is turned on when such a column is added, not before."""
+    column mapping is turned on when such a column is added, not before. A table that declares
+    such a name is created with column mapping."""
+    ddl = DDL + ' CREATE TABLE public.events (id BIGINT PRIMARY KEY, "order date" DATE);'
     warehouse = tmp_path / "warehouse"
     options = ("--column-mapping",)
     batches = {
-        "m1": [record(1, {"note": "plain"}, BASE_NS)],
+        "m1": [
+            record(1, {"note": "plain"}, BASE_NS),
+            record(1, {"order date": 20455}, BASE_NS + 1, table="events"),  # epoch days
+        ],
         "m2": [
             record(2, {"order date": "2026-01-02", "a,b;c": "odd"}, BASE_NS + 2),
             record(3, {"_cdc_op": "x"}, BASE_NS + 3),  # the pipeline's own prefix: still refused
         ],
     }
+    accounts, events = warehouse / "public" / "accounts", warehouse / "public" / "events"
     stats = {}
     for batch, records in batches.items():
         write_ndjson(records, str(tmp_path / f"dump-{batch}"), files=1)
         land_dump(str(warehouse), str(tmp_path / f"dump-{batch}"), batch, source="mapped")
-        stats[batch] = process(str(warehouse), batch, ddl=DDL, source="mapped", options=options)
+        stats[batch] = process(str(warehouse), batch, ddl=ddl, source="mapped", options=options)
         if batch == "m1":
-            assert mapping_mode(spark, warehouse / "public" / "accounts") is None
+            assert mapping_mode(spark, accounts) is None
+            assert mapping_mode(spark, events) == "name"
 
     assert stats["m2"]["apply"]["accounting"]["applied"] == 1, quarantined(spark, tmp_path, "m2")
     assert stats["m2"]["apply"]["accounting"]["quarantined"] == 1
-    table = warehouse / "public" / "accounts"
-    assert mapping_mode(spark, table) == "name"
-    rows = spark.read.format("delta").load(str(table)).orderBy("id").collect()
+    assert mapping_mode(spark, accounts) == "name"
+    rows = spark.read.format("delta").load(str(accounts)).orderBy("id").collect()
     assert [(r["id"], r["note"], r["order date"], r["a,b;c"]) for r in rows] == [
         (1, "plain", None, None),
         (2, None, "2026-01-02", "odd"),
     ]
     assert "'_cdc_'" in quarantined(spark, tmp_path, "m2")[3]
-
-
-def test_declared_names_that_need_column_mapping_get_it(spark: Any, tmp_path: Path) -> None:
-    ddl = 'CREATE TABLE public.accounts (id BIGINT PRIMARY KEY, name TEXT, "order date" DATE);'
-    records = [record(1, {"order date": 20455}, BASE_NS)]  # days since the epoch
-    write_ndjson(records, str(tmp_path / "dump"), files=1)
-    warehouse = tmp_path / "warehouse"
-    land_dump(str(warehouse), str(tmp_path / "dump"), "d1")
-    stats = process(str(warehouse), "d1", ddl=ddl)["apply"]
-    assert stats["accounting"]["applied"] == 1
-    table = warehouse / "public" / "accounts"
-    assert mapping_mode(spark, table) == "name"
-    [row] = spark.read.format("delta").load(str(table)).collect()
-    assert str(row["order date"]) == "2026-01-02"
+    [event] = spark.read.format("delta").load(str(events)).collect()
+    assert str(event["order date"]) == "2026-01-02"

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextvars
+import functools
 import json
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -18,9 +20,10 @@ from airflow_cdc.core.ordering import sequence_key
 # less than this many of them; a larger count is a bad record, and buffering for it would hold
 # every later fragment of its chunk_id until the set expires.
 MAX_FRAGMENTS = 10_000
-# The most digits of a JSON number literal: Python's own limit on integer text
-# (``sys.get_int_max_str_digits``), past which no parser here could read the number anyway.
-MAX_NUMBER_DIGITS = 4_300
+# The longest JSON number literal (characters: digits, sign, point, exponent): Spark's JSON
+# reader (Jackson's ``StreamReadConstraints.maxNumberLength``) reads no longer one, and a
+# record whose image Spark cannot read back would lose the image.
+MAX_NUMBER_LENGTH = 1_000
 # The widest setting of MAX_FRAGMENTS: a fragment's index must stay far inside a Spark INT.
 FRAGMENTS_CEILING = 1_000_000
 
@@ -30,17 +33,17 @@ class RecordLimits:
     """Bounds on what one record may hold; past one, the record is a bad record."""
 
     fragments: int = MAX_FRAGMENTS  # fragments of one image (DSQL ``total_fragments``)
-    number_digits: int = MAX_NUMBER_DIGITS  # digits of one JSON number literal
+    number_length: int = MAX_NUMBER_LENGTH  # characters of one JSON number literal
 
     def __post_init__(self) -> None:
         if not 1 <= self.fragments <= FRAGMENTS_CEILING:
             raise ValueError(
                 f"fragments per image must be 1 to {FRAGMENTS_CEILING:,}, got {self.fragments!r}"
             )
-        if not 1 <= self.number_digits <= MAX_NUMBER_DIGITS:
+        if not 1 <= self.number_length <= MAX_NUMBER_LENGTH:
             raise ValueError(
-                f"digits per number must be 1 to {MAX_NUMBER_DIGITS:,}"
-                f" (Python's limit), got {self.number_digits!r}"
+                f"characters per number must be 1 to {MAX_NUMBER_LENGTH:,}"
+                f" (Spark's JSON reader's limit), got {self.number_length!r}"
             )
 
 
@@ -67,27 +70,33 @@ def bounded(record_limits: RecordLimits) -> Iterator[None]:
 
 def load_json(text: str | None) -> Any:
     """Parse a message's JSON text; ``malformed_json`` when it is not JSON, ``invalid_record``
-    when a number has more digits than the limits allow."""
+    when a number literal is longer than the limits allow."""
     if text is None:
         raise RecordFormatError("malformed_json", "the message has no value")
-    digits = limits().number_digits
+    most = limits().number_length
     try:
-        if digits == MAX_NUMBER_DIGITS:  # Python's own limit applies: no hook to pay for
-            return jsontext.loads(text)
+        if len(text) <= most or _long_run(most).search(text) is None:
+            return jsontext.loads(text)  # no literal can be too long: no hook to pay for
         return jsontext.loads(
             text,
-            parse_int=lambda s: int(_digits(s, digits)),
-            parse_float=lambda s: JsonNumber(_digits(s, digits)),
+            parse_int=lambda s: int(_length(s, most)),
+            parse_float=lambda s: JsonNumber(_length(s, most)),
         )
     except (json.JSONDecodeError, RecursionError) as err:
         raise RecordFormatError("malformed_json", str(err)) from err
 
 
-def _digits(literal: str, most: int) -> str:
-    count = sum(c.isdigit() for c in literal)
-    if count > most:
+@functools.lru_cache(maxsize=8)
+def _long_run(most: int) -> re.Pattern[str]:
+    """A run of number characters longer than ``most``: where a literal could be too long."""
+    return re.compile(f"[-+.0-9eE]{{{most + 1},}}")
+
+
+def _length(literal: str, most: int) -> str:
+    if len(literal) > most:
         raise RecordFormatError(
-            "invalid_record", f"a number of {count} digits is over the limit of {most}"
+            "invalid_record",
+            f"a number of {len(literal):,} characters is over the limit of {most:,}",
         )
     return literal
 
