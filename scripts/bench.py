@@ -12,6 +12,8 @@ Spark session (local[*]) times:
 * the AUTO CDC baseline (DSQL): Spark 4.2's open-source AUTO CDC SCD1 algorithm on the
   ``full`` records, ported to Delta (``scripts/baselines.py``);
 * land (files) and apply_changes, each as its job's main() on the same session;
+* table size: the same --size-changes DSQL changes applied to targets of --size-small and
+  --size-large rows (a MERGE whose cost follows the changes keeps them close);
 * growth: --growth-batches successive batches of --growth-changes DSQL changes into one
   warehouse, each landed and applied and timed (the tenth against the second: bookkeeping
   that follows the batch, not the history, keeps them equal).
@@ -185,6 +187,75 @@ def growth(spark: Any, args: argparse.Namespace) -> None:
     shutil.rmtree(work, ignore_errors=True)
 
 
+def table_size(spark: Any, args: argparse.Namespace) -> None:
+    """The same batch of DSQL changes applied to targets of --size-small and --size-large rows.
+
+    A first run of the batch in a scratch warehouse gives each target table its schema and
+    rows. Each size's targets are those rows with the stored sequence set below every change
+    (so that the batch applies again), copied under shifted keys up to the size; the batch
+    touches only the first copy. The raw input is the same for both: only the tables differ.
+    """
+    from pyspark.sql import functions as F
+
+    from airflow_cdc.core.ddl import parse_tables
+    from spark_jobs import apply_changes, land_files
+    from spark_jobs.apply import ensure_target
+
+    changes = args.size_changes
+    work = Path(args.work) / "size"
+    shutil.rmtree(work, ignore_errors=True)
+    stream = generate(changes, seed=5, customers=changes // 2, orders=changes // 8)
+    dump = str(work / "dump")
+    write_ndjson(stream.deliveries, dump, files=args.files)
+    specs = parse_tables(DDL)
+
+    def land_and_apply(warehouse: str) -> tuple[float, float]:
+        common = ["--warehouse", warehouse, "--batch-id", "size", "--source", "size"]
+        _, land = timed(land_files.main, [*common, "--path", dump, "--layout", "kinesis"])
+        _, apply = timed(apply_changes.main, [*common, "--format", "dsql", "--ddl", DDL])
+        return land, apply
+
+    scratch = str(work / "scratch")
+    land_and_apply(scratch)
+    print(
+        f"\ntable size: the same {changes:,} changes ({len(stream.deliveries):,} records),"
+        " landed and applied to targets of two sizes"
+    )
+    print(f"{'target rows':>14}{'land s':>10}{'apply s':>10}")
+    applied = {}
+    for size in (args.size_small, args.size_large):
+        warehouse = str(work / f"rows-{size}")
+        rows = 0
+        # The scratch tables hold about changes / 2 customers: copies to reach ``size``.
+        copies = max(1, round(size / (changes // 2)))
+        for spec in specs:
+            relative = f"{spec.table.schema}/{spec.table.name}"
+            source = spark.read.format("delta").load(f"{scratch}/{relative}")
+            base = source.count()
+            first = spec.primary_key[0]
+            span = source.agg(F.max(first)).first()[0] or 0
+            shifted = (
+                source.crossJoin(spark.range(copies).withColumnRenamed("id", "_copy"))
+                .withColumn(first, F.col(first) + F.col("_copy") * (span + 1))
+                .withColumn("_cdc_sequence", F.lit("0"))
+                .withColumn("_cdc_deleted", F.lit(False))
+                .drop("_copy")
+            )
+            path = f"{warehouse}/{relative}"
+            ensure_target(spark, path, source.schema)
+            shifted.write.format("delta").mode("append").save(path)
+            rows += base * copies
+        land, apply = land_and_apply(warehouse)
+        applied[size] = apply
+        print(f"{rows:>14,}{land:>10.1f}{apply:>10.1f}")
+    small, large = applied[args.size_small], applied[args.size_large]
+    print(
+        f"apply into {args.size_large:,} rows / into {args.size_small:,} rows"
+        f" = {large / small:.2f} (goal <= 2)"
+    )
+    shutil.rmtree(work, ignore_errors=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument(
@@ -208,6 +279,14 @@ def main() -> int:
         help="successive DSQL batches into one warehouse, timed each (0: skip)",
     )
     parser.add_argument("--growth-changes", type=int, default=20_000, help="changes per batch")
+    parser.add_argument(
+        "--size-changes",
+        type=int,
+        default=20_000,
+        help="changes applied to a small and a large table, timed each (0: skip)",
+    )
+    parser.add_argument("--size-small", type=int, default=20_000, help="rows of the small table")
+    parser.add_argument("--size-large", type=int, default=1_000_000, help="rows of the large one")
     args = parser.parse_args()
     formats = args.format or ["dsql"]
     if "all" in formats:
@@ -219,6 +298,8 @@ def main() -> int:
     results = {fmt: run(spark, fmt, args) for fmt in formats}
     if args.growth_batches > 0:
         growth(spark, args)
+    if args.size_changes > 0:
+        table_size(spark, args)
     spark.stop()
     return 0 if all(results.values()) else 1
 

@@ -18,6 +18,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -64,6 +65,7 @@ def main() -> int:
 def run_dag(env: dict[str, str], dag_id: str) -> bool:
     """``airflow dags test`` of one interval, logged to the demo's work directory."""
     print(f"running: airflow dags test {dag_id} {INTERVAL_END}")
+    started = time.perf_counter()
     with open(WORK / "dag-test.log", "w") as log:
         result = subprocess.run(
             ["airflow", "dags", "test", dag_id, INTERVAL_END],
@@ -72,6 +74,7 @@ def run_dag(env: dict[str, str], dag_id: str) -> bool:
             stderr=subprocess.STDOUT,
             check=False,
         )
+    print(f"the DAG run (one hourly batch) took {time.perf_counter() - started:.0f} s wall time")
     if result.returncode != 0:
         print(f"the DAG run failed; see {WORK / 'dag-test.log'}")
     return result.returncode == 0
