@@ -103,9 +103,11 @@ def _crdb_string(text: str) -> str:
     return "".join(out)
 
 
-def crdb_format(value: Any) -> str:
-    """``JSON.Format`` of ``pkg/util/json/json.go``: ``", "`` and ``": "`` separators, object
-    keys in sorted (bytewise) order, numbers pre-rendered as :class:`Raw`."""
+def _write(
+    value: Any, string: Any, item: str, key: str, ordered: Any = lambda keys: list(keys)
+) -> str:
+    """JSON text of ``value`` with a vendor's string escaping, separators and key order;
+    numbers pre-rendered as :class:`Raw`."""
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -115,13 +117,22 @@ def crdb_format(value: Any) -> str:
     if isinstance(value, Raw):
         return value.text
     if isinstance(value, str):
-        return _crdb_string(value)
+        return string(value)
     if isinstance(value, list):
-        return "[" + ", ".join(crdb_format(item) for item in value) + "]"
+        return "[" + item.join(_write(v, string, item, key, ordered) for v in value) + "]"
     if isinstance(value, dict):
-        keys = sorted(value, key=lambda key: key.encode())
-        return "{" + ", ".join(f"{_crdb_string(k)}: {crdb_format(value[k])}" for k in keys) + "}"
+        pairs = (
+            f"{string(k)}{key}{_write(value[k], string, item, key, ordered)}"
+            for k in ordered(value)
+        )
+        return "{" + item.join(pairs) + "}"
     raise TypeError(f"render {type(value).__name__} values to Raw first")
+
+
+def crdb_format(value: Any) -> str:
+    """``JSON.Format`` of ``pkg/util/json/json.go``: ``", "`` and ``": "`` separators, object
+    keys in sorted (bytewise) order, numbers pre-rendered as :class:`Raw`."""
+    return _write(value, _crdb_string, ", ", ": ", lambda keys: sorted(keys, key=str.encode))
 
 
 def crdb_float(value: float) -> Raw:
@@ -328,21 +339,7 @@ def _ydb_string(text: str) -> str:
 def ydb_format(value: Any) -> str:
     """``NJson::WriteJson`` with ``FormatOutput = false``: no spaces. YDB's maps are hash maps,
     so its key order is unspecified; this writes keys in insertion order."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, Raw):
-        return value.text
-    if isinstance(value, str):
-        return _ydb_string(value)
-    if isinstance(value, list):
-        return "[" + ",".join(ydb_format(item) for item in value) + "]"
-    if isinstance(value, dict):
-        return "{" + ",".join(f"{_ydb_string(k)}:{ydb_format(v)}" for k, v in value.items()) + "}"
-    raise TypeError(f"render {type(value).__name__} values to Raw first")
+    return _write(value, _ydb_string, ",", ":")
 
 
 def ydb_double(value: float, digits: int = 17) -> Raw | str:
