@@ -236,7 +236,12 @@ def table_size(spark: Any, args: argparse.Namespace) -> None:
             span = source.agg(F.max(first)).first()[0] or 0
             shifted = (
                 source.crossJoin(spark.range(copies).withColumnRenamed("id", "_copy"))
-                .withColumn(first, F.col(first) + F.col("_copy") * (span + 1))
+                .withColumn(
+                    first,
+                    (F.col(first) + F.col("_copy") * (span + 1)).cast(
+                        source.schema[first].dataType
+                    ),
+                )
                 .withColumn("_cdc_sequence", F.lit("0"))
                 .withColumn("_cdc_deleted", F.lit(False))
                 .drop("_copy")
