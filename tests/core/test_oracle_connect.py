@@ -168,7 +168,7 @@ DBZ_ROW2 = {
     ],
 )
 def test_java_double(value: float, text: str) -> None:
-    assert ce.java_double(value) == text
+    assert ce.java_double(value) == ce.Raw(text)
 
 
 @pytest.mark.parametrize(
@@ -183,7 +183,7 @@ def test_java_double(value: float, text: str) -> None:
 )
 def test_java_float(bits: int, text: str) -> None:
     value = struct.unpack(">f", bits.to_bytes(4, "big"))[0]
-    assert ce.java_float(value) == text
+    assert ce.java_float(value) == ce.Raw(text)
 
 
 @pytest.mark.parametrize(
@@ -218,7 +218,7 @@ def test_connect_decimal(value: str, text: str) -> None:
     ],
 )
 def test_ydb_double(value: float, text: str) -> None:
-    assert ce.ydb_double(value) == text
+    assert ce.ydb_double(value) == ce.Raw(text)
 
 
 @pytest.mark.parametrize(

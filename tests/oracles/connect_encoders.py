@@ -33,7 +33,17 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
-from tests.oracles.typed_model import COLUMN_NAMES, SCHEMA, TABLE, Change, Encoder, Message
+from tests.oracles.json_encoders import ydb_double  # YDB writes a Double so in both formats
+from tests.oracles.typed_model import (
+    COLUMN_NAMES,
+    SCHEMA,
+    TABLE,
+    Change,
+    Encoder,
+    Message,
+    Raw,
+    write_json,
+)
 
 _EPOCH = dt.datetime(1970, 1, 1)
 _EPOCH_DATE = dt.date(1970, 1, 1)
@@ -45,34 +55,14 @@ _NUMERIC_PRECISION, _NUMERIC_SCALE = 12, 3  # typed_model: c_numeric NUMERIC(12,
 # --------------------------------------------------------------------------- JSON text
 
 
-class Raw(str):
-    """JSON text written as it is (a number in the vendor's own notation)."""
-
-
 def dumps(value: Any, item: str = ",", key: str = ":") -> str:
     """JSON text of ``value``: objects in insertion order, strings with non-ASCII characters as
     they are (Jackson, PostgreSQL, MySQL and YDB all write them raw), ``Raw`` as it is."""
-    if isinstance(value, Raw):
-        return str(value)
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        return repr(value)
-    if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
-    if isinstance(value, list | tuple):
-        return "[" + item.join(dumps(v, item, key) for v in value) + "]"
-    if isinstance(value, dict):
-        pairs = (
-            f"{json.dumps(k, ensure_ascii=False)}{key}{dumps(v, item, key)}"
-            for k, v in value.items()
-        )
-        return "{" + item.join(pairs) + "}"
-    raise TypeError(f"cannot write {type(value).__name__} as JSON")
+    return write_json(value, _string, item, key, number=repr)
+
+
+def _string(text: str) -> str:
+    return json.dumps(text, ensure_ascii=False)
 
 
 def sql_json_text(value: Any) -> str:
@@ -762,35 +752,6 @@ class CdlEncoder:
 
 
 # --------------------------------------------------------------------------- YDB
-
-
-def ydb_double(value: float) -> Raw:
-    """YDB's JSON number for a ``Double`` (or a ``Float``, widened: ``TJsonValue(float)``).
-
-    ``TJsonSerializer::DefaultJsonConfig`` (ydb/core/tx/datashard/change_record_cdc_serializer
-    .cpp): ``DoubleNDigits = max_digits10`` (17), ``PREC_NDIGITS``; util/string/cast.cpp
-    ``FloatToString`` -> ``DoDtoa``: double-conversion ``ToPrecision(d, 17)`` with
-    ``EMIT_POSITIVE_EXPONENT_SIGN``, exponent char 'e', at most 4 leading and 0 trailing
-    padding zeros (so exponential below 1e-4 and from 1e17), then ``FixZeros`` (drop the
-    mantissa's trailing zeros and a bare point) and ``FixEnd`` (a one-digit exponent gets a
-    leading 0: ``1e-05``). YDB before ydb-platform/ydb#7625 (August 2024) wrote 10 digits."""
-    if value == 0:
-        return Raw("-0" if str(value).startswith("-") else "0")
-    mantissa, exp_text = f"{abs(value):.16e}".split("e")
-    digits = mantissa.replace(".", "")
-    point = int(exp_text) + 1  # value = 0.d1d2...d17 * 10**point
-    sign = "-" if value < 0 else ""
-    if -point + 1 > 4 or point - 17 > 0:
-        body = digits[0] + "." + digits[1:]
-        body = body.rstrip("0").rstrip(".")
-        exponent = point - 1
-        exp = f"{'+' if exponent >= 0 else '-'}{abs(exponent):02d}"
-        return Raw(f"{sign}{body}e{exp}")
-    # the decimal form has 17 - point fraction digits (none when point is 17)
-    text = "0." + "0" * -point + digits if point <= 0 else digits[:point] + "." + digits[point:]
-    if "." in text:
-        text = text.rstrip("0").rstrip(".")
-    return Raw(sign + text)
 
 
 def ydb_decimal(value: Decimal) -> str:

@@ -41,22 +41,22 @@ import base64
 import datetime as dt
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Context, Decimal
 from typing import Any
 
-from tests.oracles.typed_model import COLUMN_NAMES, COLUMNS, Change, Encoder, Message
+from tests.oracles.typed_model import (
+    COLUMN_NAMES,
+    COLUMNS,
+    Change,
+    Encoder,
+    Message,
+    Raw,
+    write_json,
+)
 
 _EPOCH = dt.datetime(1970, 1, 1)
 _EPOCH_DATE = dt.date(1970, 1, 1)
 _MICRO = dt.timedelta(microseconds=1)
-
-
-@dataclass(frozen=True)
-class Raw:
-    """A JSON number exactly as the source's serializer writes it."""
-
-    text: str
 
 
 def _micros_since_epoch(value: dt.datetime) -> int:
@@ -103,36 +103,10 @@ def _crdb_string(text: str) -> str:
     return "".join(out)
 
 
-def _write(
-    value: Any, string: Any, item: str, key: str, ordered: Any = lambda keys: list(keys)
-) -> str:
-    """JSON text of ``value`` with a vendor's string escaping, separators and key order;
-    numbers pre-rendered as :class:`Raw`."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, Raw):
-        return value.text
-    if isinstance(value, str):
-        return string(value)
-    if isinstance(value, list):
-        return "[" + item.join(_write(v, string, item, key, ordered) for v in value) + "]"
-    if isinstance(value, dict):
-        pairs = (
-            f"{string(k)}{key}{_write(value[k], string, item, key, ordered)}"
-            for k in ordered(value)
-        )
-        return "{" + item.join(pairs) + "}"
-    raise TypeError(f"render {type(value).__name__} values to Raw first")
-
-
 def crdb_format(value: Any) -> str:
     """``JSON.Format`` of ``pkg/util/json/json.go``: ``", "`` and ``": "`` separators, object
     keys in sorted (bytewise) order, numbers pre-rendered as :class:`Raw`."""
-    return _write(value, _crdb_string, ", ", ": ", lambda keys: sorted(keys, key=str.encode))
+    return write_json(value, _crdb_string, ", ", ": ", lambda keys: sorted(keys, key=str.encode))
 
 
 def crdb_float(value: float) -> Raw:
@@ -339,7 +313,7 @@ def _ydb_string(text: str) -> str:
 def ydb_format(value: Any) -> str:
     """``NJson::WriteJson`` with ``FormatOutput = false``: no spaces. YDB's maps are hash maps,
     so its key order is unspecified; this writes keys in insertion order."""
-    return _write(value, _ydb_string, ",", ":")
+    return write_json(value, _ydb_string, ",", ":")
 
 
 def ydb_double(value: float, digits: int = 17) -> Raw | str:

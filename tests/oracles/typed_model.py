@@ -12,6 +12,7 @@ import datetime as dt
 import json
 import random
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Protocol
@@ -46,6 +47,48 @@ DDL = (
     + ",\n".join(f"    {name} {pg_type}" for name, pg_type, _ in COLUMNS)
     + "\n);"
 )
+
+
+@dataclass(frozen=True)
+class Raw:
+    """JSON text written as it is: a number in the source's own notation."""
+
+    text: str
+
+
+def write_json(
+    value: Any,
+    string: Callable[[str], str],
+    item: str = ",",
+    key: str = ":",
+    ordered: Callable[[Any], list[str]] = list,
+    number: Callable[[float], str] | None = None,
+) -> str:
+    """JSON text of ``value`` with a source's string escaping, separators and key order;
+    numbers pre-rendered as :class:`Raw` (floats written by ``number``, or refused)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, Raw):
+        return value.text
+    if isinstance(value, float) and number is not None:
+        return number(value)
+    if isinstance(value, str):
+        return string(value)
+    if isinstance(value, list | tuple):
+        return (
+            "[" + item.join(write_json(v, string, item, key, ordered, number) for v in value) + "]"
+        )
+    if isinstance(value, dict):
+        pairs = (
+            f"{string(k)}{key}{write_json(value[k], string, item, key, ordered, number)}"
+            for k in ordered(value)
+        )
+        return "{" + item.join(pairs) + "}"
+    raise TypeError(f"render {type(value).__name__} values to Raw first")
 
 
 @dataclass(frozen=True)
