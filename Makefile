@@ -15,9 +15,9 @@ $(BIN)/.installed: pyproject.toml
 	$(BIN)/pip install -q -e '.[spark,dev]'
 	touch $@
 
-$(CACHE)/.jars: $(BIN)/.installed
+# Delta's jars, resolved once through Ivy; every session and spark-submit passes the files.
+$(CACHE)/delta-jars.txt: $(BIN)/.installed
 	$(BIN)/python -m spark_jobs.session --resolve-jars
-	touch $@
 
 $(CACHE)/kafka/.installed: scripts/kafka/pom.xml
 	mvn -q -f scripts/kafka/pom.xml dependency:copy-dependencies -DoutputDirectory=$(CACHE)/kafka/libs
@@ -27,7 +27,7 @@ node_modules/.installed: package.json
 	npm install --no-audit --no-fund --silent
 	touch $@
 
-setup: $(BIN)/.installed $(CACHE)/.jars $(CACHE)/kafka/.installed node_modules/.installed
+setup: $(BIN)/.installed $(CACHE)/delta-jars.txt $(CACHE)/kafka/.installed node_modules/.installed
 
 lint: $(BIN)/.installed
 	$(BIN)/ruff check .

@@ -8,10 +8,14 @@ builder use one definition.
 from __future__ import annotations
 
 import ast
+import fcntl
 import hashlib
 import os
 import re
+import subprocess
+import sys
 import zipfile
+from collections.abc import Sequence
 from pathlib import Path
 
 import airflow_cdc
@@ -52,15 +56,21 @@ def cache_dir() -> Path:
     return Path(configured) if configured else Path.home() / ".cache" / "airflow-cdc"
 
 
-def delta_spark_conf() -> dict[str, str]:
-    """Spark conf that enables Delta Lake, resolving its jars once into the cache's Ivy dir.
+def delta_spark_conf(jars: Sequence[str] | None = None) -> dict[str, str]:
+    """Spark conf that enables Delta Lake.
+
+    :param jars: Delta's jars as local files (:func:`resolved_jars`), passed to spark-submit
+        as they are; without them, Ivy resolves the package into the cache at every start.
 
     The partition counts suit hourly CDC batches (thousands to millions of rows); a large
     cluster raises them through the operators' ``spark_conf``.
     """
+    if jars:
+        where = {"spark.jars": ",".join(jars)}
+    else:
+        where = {"spark.jars.packages": DELTA_PACKAGE, "spark.jars.ivy": str(cache_dir() / "ivy")}
     return {
-        "spark.jars.packages": DELTA_PACKAGE,
-        "spark.jars.ivy": str(cache_dir() / "ivy"),
+        **where,
         "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
         "spark.databricks.delta.optimizeMetadataQuery.enabled": "true",
@@ -81,6 +91,64 @@ def delta_spark_conf() -> dict[str, str]:
         # expressions. Errors still name the failing expression.
         "spark.python.sql.dataFrameDebugging.enabled": "false",
     }
+
+
+JARS_MANIFEST = "delta-jars.txt"
+
+
+def resolved_jars() -> list[str] | None:
+    """Delta's jars as resolved once into the cache (one local path per line of
+    ``$AIRFLOW_CDC_CACHE/delta-jars.txt``), or None when they are not all there."""
+    try:
+        paths = (cache_dir() / JARS_MANIFEST).read_text(encoding="utf-8").split("\n")
+    except FileNotFoundError:
+        return None
+    paths = [p for p in paths if p]
+    if paths and all(Path(p).is_file() for p in paths):
+        return paths
+    return None
+
+
+def write_jars_manifest(jars: Sequence[str]) -> Path:
+    """Record ``jars`` (local paths) as the resolved jars, atomically."""
+    manifest = cache_dir() / JARS_MANIFEST
+    manifest.parent.mkdir(parents=True, exist_ok=True)
+    partial = manifest.with_name(f".{manifest.name}.{os.getpid()}")
+    partial.write_text("".join(f"{p}\n" for p in jars), encoding="utf-8")
+    os.replace(partial, manifest)
+    return manifest
+
+
+def ensure_jars() -> list[str]:
+    """Delta's jars as local files, resolving them first if the cache lacks them.
+
+    Resolution runs once per machine: ``make setup`` (or ``python -m spark_jobs.session
+    --resolve-jars``) does it at install time; otherwise the first task to need them resolves
+    them while every other process on the machine waits on a lock (Ivy's cache is not safe
+    for two resolutions at once), then all submit the same files.
+    """
+    jars = resolved_jars()
+    if jars:
+        return jars
+    lock = cache_dir() / f"{JARS_MANIFEST}.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        jars = resolved_jars()
+        if jars is None:
+            subprocess.run(
+                [sys.executable, "-m", "spark_jobs.session", "--resolve-jars"],
+                check=True,
+                env={**os.environ, "AIRFLOW_CDC_CACHE": str(cache_dir())},
+                stdout=subprocess.DEVNULL,
+            )
+            jars = resolved_jars()
+    if not jars:
+        raise RuntimeError(
+            f"Delta's jars did not resolve into {cache_dir()}: run"
+            " `python -m spark_jobs.session --resolve-jars` and read its output"
+        )
+    return jars
 
 
 def job_file(job: str) -> Path:

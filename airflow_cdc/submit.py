@@ -45,6 +45,7 @@ def job_spec(
     stats_file: str,
     job_args: Sequence[str] = (),
     library: str,
+    jars: Sequence[str] = (),
     spark_conf: Mapping[str, str] | None = None,
     env_vars: Mapping[str, str] | None = None,
     local_python: bool = True,
@@ -52,6 +53,8 @@ def job_spec(
     """The submission of ``spark_jobs/<job>.py`` over one batch.
 
     :param library: The archive of ``airflow_cdc`` and ``spark_jobs`` shipped with --py-files.
+    :param jars: Delta's jars as local files (resolved once, at install); without them the
+        submit resolves the package through Ivy.
     :param local_python: Run Python workers with this interpreter (local masters); a cluster
         configures ``spark.pyspark.python`` itself.
     """
@@ -59,7 +62,7 @@ def job_spec(
         raise ValueError(f"warehouse must be a path or URI, got {warehouse!r}")
     if not batch_id:
         raise ValueError(f"batch_id must be set (the data interval end), got {batch_id!r}")
-    conf = delta_spark_conf()
+    conf = delta_spark_conf(jars)
     if local_python:
         conf["spark.pyspark.python"] = sys.executable
         conf["spark.pyspark.driver.python"] = sys.executable

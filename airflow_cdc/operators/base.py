@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 
 from airflow.sdk import BaseOperator, Context
 
-from airflow_cdc.jobs import library_archive
+from airflow_cdc.jobs import ensure_jars, library_archive
 from airflow_cdc.submit import SubmitSpec, check_version, job_spec
 
 
@@ -66,6 +66,7 @@ class SparkJobOperator(BaseOperator):
                 stats_file=stats_file,
                 job_args=self.job_args(context),
                 library=str(library_archive()),
+                jars=ensure_jars(),
                 spark_conf=self.spark_conf,
                 env_vars=self.job_env(),
             )

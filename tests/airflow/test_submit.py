@@ -2,19 +2,27 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
 import sys
 import zipfile
+from pathlib import Path
 
 import pytest
 
 from airflow_cdc.core.exceptions import JobVersionError
 from airflow_cdc.jobs import (
     DELTA_PACKAGE,
+    JARS_MANIFEST,
     JOBS,
+    cache_dir,
     installed_job_version,
     job_file,
     library_archive,
+    resolved_jars,
     resolved_state_path,
+    write_jars_manifest,
 )
 from airflow_cdc.submit import SubmitSpec, check_version, job_spec
 
@@ -29,6 +37,7 @@ def test_apply_job_spec_exactly(monkeypatch: pytest.MonkeyPatch) -> None:
         stats_file="/tmp/s.json",
         job_args=["--ddl", "CREATE TABLE t (id int PRIMARY KEY)"],
         library="/cache/lib.zip",
+        jars=["/cache/ivy/jars/delta-spark.jar", "/cache/ivy/jars/delta-storage.jar"],
         spark_conf={"spark.executor.memory": "2g"},
         env_vars={"A": "1"},
     )
@@ -47,8 +56,7 @@ def test_apply_job_spec_exactly(monkeypatch: pytest.MonkeyPatch) -> None:
             "CREATE TABLE t (id int PRIMARY KEY)",
         ],
         conf={
-            "spark.jars.packages": DELTA_PACKAGE,
-            "spark.jars.ivy": "/cache/ivy",
+            "spark.jars": "/cache/ivy/jars/delta-spark.jar,/cache/ivy/jars/delta-storage.jar",
             "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
             "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
             "spark.databricks.delta.optimizeMetadataQuery.enabled": "true",
@@ -68,6 +76,49 @@ def test_apply_job_spec_exactly(monkeypatch: pytest.MonkeyPatch) -> None:
         name="airflow-cdc-apply_changes",
         env_vars={"A": "1"},
     )
+
+
+def test_job_spec_without_resolved_jars_resolves_the_package(monkeypatch) -> None:
+    monkeypatch.setenv("AIRFLOW_CDC_CACHE", "/cache")
+    spec = job_spec(
+        "maintain", warehouse="/wh", batch_id="b", run_id="r", stats_file="s", library="l"
+    )
+    assert spec.conf["spark.jars.packages"] == DELTA_PACKAGE
+    assert spec.conf["spark.jars.ivy"] == "/cache/ivy"
+    assert "spark.jars" not in spec.conf
+
+
+def test_resolved_jars_need_every_file(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("AIRFLOW_CDC_CACHE", str(tmp_path))
+    assert resolved_jars() is None
+    jars = [tmp_path / "a.jar", tmp_path / "b.jar"]
+    jars[0].write_bytes(b"PK")
+    write_jars_manifest([str(j) for j in jars])
+    assert resolved_jars() is None  # b.jar is missing: resolve again
+    jars[1].write_bytes(b"PK")
+    assert resolved_jars() == [str(j) for j in jars]
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+@pytest.mark.slow
+def test_two_tasks_starting_at_once_both_get_the_jars(tmp_path) -> None:
+    """A machine whose cache lacks the resolved jars: two tasks starting together resolve them
+    once, under a lock (two Ivy resolutions into one cache at once fail), and both submit the
+    same files. The Ivy cache is copied from this one, so nothing is downloaded."""
+    shutil.copytree(cache_dir() / "ivy", tmp_path / "ivy")
+    script = "from airflow_cdc.jobs import ensure_jars; print(','.join(ensure_jars()))"
+    env = {**os.environ, "AIRFLOW_CDC_CACHE": str(tmp_path)}
+    tasks = [
+        subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    outputs = [task.communicate(timeout=300)[0].strip() for task in tasks]
+    assert [task.returncode for task in tasks] == [0, 0]
+    assert outputs[0] == outputs[1]
+    jars = outputs[0].split(",")
+    assert any(Path(j).name.startswith("io.delta_delta-spark_") for j in jars)
+    assert all(Path(j).is_file() and Path(j).is_relative_to(tmp_path) for j in jars)
+    assert (tmp_path / JARS_MANIFEST).read_text().split() == jars
 
 
 def test_job_spec_rejects_missing_arguments() -> None:
