@@ -1,11 +1,14 @@
 """Hourly maintenance of what ``dsql_to_delta`` and ``kafka_to_delta`` write.
 
-One task per source: purge tombstones the resolved timestamp has passed by a day, compact
-small files (OPTIMIZE) and VACUUM files older than seven days, in the source's target tables
-and its partitions of the bookkeeping tables. Safe to run while the CDC DAGs run (a Delta
+One task per source: expire bookkeeping (raw records, quarantine and ledger rows of records
+whose outcome has been final for seven days; quarantined records never replayed after thirty),
+purge tombstones the resolved timestamp has passed by a day, compact small files (OPTIMIZE)
+and VACUUM files older than seven days, in the source's target tables and its partitions of
+the bookkeeping tables. Safe to run while the CDC DAGs run (a Delta
 conflict is retried on both sides, never lost) and safe to backfill (each step is
 idempotent: a second run finds nothing to do). What each run did (files before and after,
-bytes rewritten, tombstones purged, files vacuumed) is in the task log and its XCom.
+bytes rewritten, rows expired, tombstones purged, files vacuumed) is in the task log and its
+XCom.
 
 Settings are the CDC DAGs' Airflow Variables: ``cdc_warehouse``, ``cdc_stream``,
 ``cdc_topic``. Connection: ``spark_default`` (type ``spark``).
@@ -46,6 +49,8 @@ with DAG(
             ddl=ddl.read_text(encoding="utf-8"),
             tombstone_retention_seconds=86400,
             vacuum_retention_hours=168,
+            raw_retention_seconds=7 * 86400,
+            quarantine_retention_seconds=30 * 86400,
         )
         for task_id, (source, ddl) in SOURCES.items()
     ]

@@ -1,4 +1,16 @@
-"""Keep a source's tables fast and bounded: tombstones, compaction, VACUUM.
+"""Keep a source's tables fast and bounded: bookkeeping retention, tombstones, compaction,
+VACUUM.
+
+Bookkeeping retention, first: a landed record whose outcome became final (applied,
+superseded, duplicate, control) more than ``--raw-retention-seconds`` ago (7 days by
+default) leaves the source's partitions of ``_cdc/raw``, ``_cdc/quarantine`` and
+``_cdc/ledger``; a quarantined record stays until it is replayed (then it is final like the
+others) or for ``--quarantine-retention-seconds`` (30 days by default). Pending and
+unprocessed records always stay. The raw rows go first, then the quarantine's, then the
+ledger's, each set read from the ledger: a run that dies between them leaves every batch's
+accounting identity true (an accounted record is one the raw table still has), and its
+re-run finishes the rest. Landing checkpoints stay: the progress rows of the newest landing
+run are the checkpoint, and only older ones go, in the partitions whose records expire.
 
 Per declared target table of the source: delete the tombstones (``_cdc_deleted`` rows) that
 the source's resolved timestamp has passed by the tombstone retention (an older change can
@@ -28,12 +40,16 @@ from functools import partial
 from typing import Any
 
 from delta.tables import DeltaTable
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 
 from airflow_cdc.core.ddl import parse_tables
 from airflow_cdc.core.exceptions import ResolvedTimestampUnavailable
 from airflow_cdc.core.resolved_state import parse_state
 from airflow_cdc.jobs import MIN_VACUUM_RETENTION_HOURS
+from spark_jobs import ledger
 from spark_jobs.common import (
+    PROGRESS,
     JobContext,
     add_table_arguments,
     at_least,
@@ -50,7 +66,9 @@ from spark_jobs.common import (
 )
 
 JOB_NAME = "maintain"
-JOB_VERSION = "1.0.0"
+JOB_VERSION = "1.1.0"
+RAW_RETENTION_SECONDS = 7 * 86400.0
+QUARANTINE_RETENTION_SECONDS = 30 * 86400.0
 
 
 def resolved_time(ctx: JobContext, source: str) -> dt.datetime | None:
@@ -131,12 +149,88 @@ def maintain_table(
     }
 
 
+def expired_records(
+    ctx: JobContext, source: str, now: dt.datetime, final_for: dt.timedelta, held_for: dt.timedelta
+) -> DataFrame | None:
+    """``record_id``, ``batch_id`` of the records whose retention is over, by the ledger:
+    final for ``final_for``, or quarantined (never replayed) for ``held_for``."""
+    if not table_exists(ctx.spark, ctx.warehouse.ledger):
+        return None
+    entries = ctx.spark.read.format("delta").load(ctx.warehouse.ledger)
+    status = ledger.current_status(entries.where(F.col("source") == source))
+    quarantined = F.col("status") == ledger.QUARANTINED
+    over = F.when(quarantined, F.col("decided_at") < F.lit(now - held_for)).otherwise(
+        (F.col("status") != ledger.PENDING) & (F.col("decided_at") < F.lit(now - final_for))
+    )
+    return status.where(over).select("record_id", "batch_id").localCheckpoint()
+
+
+def delete_records(
+    ctx: JobContext, path: str, source: str, rows: DataFrame, batches: list[str]
+) -> int:
+    """Delete ``rows`` (``record_id``, ``batch_id``) from the source's ``batches`` of
+    ``path`` (one MERGE, retried on a concurrent commit); how many rows went."""
+    if not table_exists(ctx.spark, path):
+        return 0
+    on = (F.col("t.source") == source) & F.col("t.batch_id").isin(batches)
+    on = on & (F.col("t.batch_id") == F.col("r.batch_id"))
+    on = on & (F.col("t.record_id") == F.col("r.record_id"))
+
+    def merge() -> int:
+        table = DeltaTable.forPath(ctx.spark, path).alias("t")
+        metrics = table.merge(rows.alias("r"), on).whenMatchedDelete().execute().first()
+        return int(metrics["num_deleted_rows"]) if metrics is not None else 0
+
+    return retry_on_conflict(merge, f"retention of {path}")
+
+
+def old_checkpoints(ctx: JobContext, source: str, batches: list[str]) -> DataFrame:
+    """The progress rows in ``batches`` of landing runs before the newest (the newest run's
+    rows are the whole checkpoint)."""
+    mine = (F.col("source") == source) & (F.col("kind") == PROGRESS)
+    progress = ctx.spark.read.format("delta").load(ctx.warehouse.raw).where(mine)
+    newest = progress.agg(F.max("land_seq")).first()
+    if newest is None or newest[0] is None:
+        return progress.where(F.lit(False)).select("record_id", "batch_id")
+    old = F.col("batch_id").isin(batches) & (F.col("land_seq") < F.lit(newest[0]))
+    return progress.where(old).select("record_id", "batch_id")
+
+
+def expire_bookkeeping(
+    ctx: JobContext, source: str, final_for: dt.timedelta, held_for: dt.timedelta
+) -> dict[str, int]:
+    """Apply the bookkeeping retention (module doc); rows deleted per table."""
+    wh = ctx.warehouse
+    report = {"records_expired": 0, "raw_rows": 0, "quarantine_rows": 0, "ledger_rows": 0}
+    expired = expired_records(ctx, source, dt.datetime.now(dt.UTC), final_for, held_for)
+    if expired is None:
+        return report
+    report["records_expired"] = expired.count()
+    if report["records_expired"] == 0:
+        return report
+    batches = sorted(r[0] for r in expired.select("batch_id").distinct().collect())
+    # Record ids are unique across kinds (a checkpoint's starts with "progress:").
+    landed = expired.unionByName(old_checkpoints(ctx, source, batches)).localCheckpoint()
+    report["raw_rows"] = delete_records(ctx, wh.raw, source, landed, batches)
+    fault_point("maintain:after_raw_retention")
+    report["quarantine_rows"] = delete_records(ctx, wh.quarantine, source, expired, batches)
+    report["ledger_rows"] = delete_records(ctx, wh.ledger, source, expired, batches)
+    log.info("bookkeeping retention of %s: %s", source, report)
+    return report
+
+
 def run(ctx: JobContext, args: Any) -> dict[str, Any]:
     source = args.source
     specs = parse_tables(args.ddl, args.default_schema)
     retention = dt.timedelta(seconds=args.tombstone_retention_seconds)
     resolved = resolved_time(ctx, source)
     stats: dict[str, Any] = {"job": JOB_NAME, "source": source, "batch_id": ctx.batch_id}
+    stats["expired"] = expire_bookkeeping(
+        ctx,
+        source,
+        dt.timedelta(seconds=args.raw_retention_seconds),
+        dt.timedelta(seconds=args.quarantine_retention_seconds),
+    )
     tables: dict[str, Any] = {}
     for spec in specs:
         path = ctx.warehouse.target(spec.table)
@@ -182,6 +276,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         type=at_least(MIN_VACUUM_RETENTION_HOURS, "hours (Delta's VACUUM safety floor)"),
         default=MIN_VACUUM_RETENTION_HOURS,
         help=f"VACUUM keeps files younger than this (>= {MIN_VACUUM_RETENTION_HOURS})",
+    )
+    parser.add_argument(
+        "--raw-retention-seconds",
+        type=at_least(0.0, "seconds"),
+        default=RAW_RETENTION_SECONDS,
+        help="a landed record whose outcome has been final this long leaves the raw table,"
+        " the quarantine and the ledger",
+    )
+    parser.add_argument(
+        "--quarantine-retention-seconds",
+        type=at_least(0.0, "seconds"),
+        default=QUARANTINE_RETENTION_SECONDS,
+        help="a quarantined record never replayed is kept this long",
     )
     args = parser.parse_args(argv)
     ctx = start(JOB_NAME, JOB_VERSION, args)

@@ -13,13 +13,14 @@ from airflow_cdc.operators.base import SparkJobOperator
 
 
 class CdcMaintenanceOperator(SparkJobOperator):
-    """Purge old tombstones, compact (OPTIMIZE) and VACUUM a source's tables (``maintain``
-    job): the target tables its DDL declares and its partitions of the bookkeeping tables.
+    """Expire old bookkeeping, purge old tombstones, compact (OPTIMIZE) and VACUUM a source's
+    tables (``maintain`` job): the target tables its DDL declares and its partitions of the
+    bookkeeping tables.
 
     Safe to schedule hourly beside the CDC DAG that writes the tables (conflicting Delta
     commits are retried, on both sides) and safe to backfill (every step is idempotent).
-    Files before and after, bytes rewritten, tombstones purged and files vacuumed go to
-    the task log and XCom.
+    Rows expired, files before and after, bytes rewritten, tombstones purged and files
+    vacuumed go to the task log and XCom.
 
     :param source: The source whose tables to keep (as named by the landing operator).
     :param ddl: ``CREATE TABLE`` statements of the source's tables (the apply task's).
@@ -29,6 +30,11 @@ class CdcMaintenanceOperator(SparkJobOperator):
         older change from bringing a deleted row back.
     :param vacuum_retention_hours: VACUUM deletes files that no table version younger than
         this references (>= 168, Delta's default safety check).
+    :param raw_retention_seconds: A landed record whose outcome has been final (applied,
+        superseded, duplicate, control) this long leaves ``_cdc/raw``, the quarantine and the
+        ledger (>= 0; 7 days by default). Pending and unprocessed records always stay.
+    :param quarantine_retention_seconds: A quarantined record that was never replayed is kept
+        this long (>= 0; 30 days by default); a replayed one is final like the others.
     """
 
     job = "maintain"
@@ -43,6 +49,8 @@ class CdcMaintenanceOperator(SparkJobOperator):
         default_schema: str = "public",
         tombstone_retention_seconds: float = 86400.0,
         vacuum_retention_hours: float = MIN_VACUUM_RETENTION_HOURS,
+        raw_retention_seconds: float = 7 * 86400.0,
+        quarantine_retention_seconds: float = 30 * 86400.0,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -51,15 +59,19 @@ class CdcMaintenanceOperator(SparkJobOperator):
         self.default_schema = default_schema
         self.tombstone_retention_seconds = tombstone_retention_seconds
         self.vacuum_retention_hours = vacuum_retention_hours
+        self.raw_retention_seconds = raw_retention_seconds
+        self.quarantine_retention_seconds = quarantine_retention_seconds
 
     def job_args(self, context: Context) -> list[str]:
         check_source(self.source)
         parse_tables(self.ddl, self.default_schema)
-        if not self.tombstone_retention_seconds >= 0:
-            raise ValueError(
-                "tombstone_retention_seconds must be >= 0, got "
-                f"{self.tombstone_retention_seconds!r}"
-            )
+        for name in (
+            "tombstone_retention_seconds",
+            "raw_retention_seconds",
+            "quarantine_retention_seconds",
+        ):
+            if not getattr(self, name) >= 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
         if not self.vacuum_retention_hours >= MIN_VACUUM_RETENTION_HOURS:
             raise ValueError(
                 f"vacuum_retention_hours must be >= {MIN_VACUUM_RETENTION_HOURS} (Delta's"
@@ -70,4 +82,6 @@ class CdcMaintenanceOperator(SparkJobOperator):
             *("--ddl", self.ddl, "--default-schema", self.default_schema),
             *("--tombstone-retention-seconds", str(self.tombstone_retention_seconds)),
             *("--vacuum-retention-hours", str(self.vacuum_retention_hours)),
+            *("--raw-retention-seconds", str(self.raw_retention_seconds)),
+            *("--quarantine-retention-seconds", str(self.quarantine_retention_seconds)),
         ]

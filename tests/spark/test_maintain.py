@@ -1,5 +1,7 @@
 """The maintenance job: tombstones past retention purged, files compacted, nothing else
-changed (live rows, the ledger's accounting), and a second run finds nothing to do."""
+changed (live rows, the ledger's accounting), and a second run finds nothing to do; records
+past the bookkeeping retention leave the raw table, the quarantine and the ledger together,
+each batch's accounting identity holding, the checkpoints kept."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import pytest
 
 from airflow_cdc.demo.dsql_stream import DDL, generate, write_ndjson
 from spark_jobs import ledger, maintain
+from spark_jobs.common import JobContext, Warehouse
 from tests.spark.pipeline import land_dump, process
 
 pytestmark = pytest.mark.spark
@@ -42,13 +45,18 @@ def batch_accounting(spark: Any, warehouse: str, batch: str) -> dict[str, Any]:
     return ledger.accounting(spark, records, f"{warehouse}/_cdc/ledger", "dump", batch)
 
 
-def maintain_run(warehouse: str, retention: float) -> dict[str, Any]:
+def maintain_run(warehouse: str, retention: float, *options: str) -> dict[str, Any]:
     return maintain.main(
         [
             *("--warehouse", warehouse, "--batch-id", "m1", "--source", "dump"),
-            *("--ddl", DDL, "--tombstone-retention-seconds", str(retention)),
+            *("--ddl", DDL, "--tombstone-retention-seconds", str(retention), *options),
         ]
     )
+
+
+def kept_rows(spark: Any, warehouse: str, table: str) -> list[Any]:
+    frame = spark.read.format("delta").load(f"{warehouse}/_cdc/{table}")
+    return sorted(frame.where("source = 'dump'").select("record_id").collect())
 
 
 def test_maintenance_purges_old_tombstones_and_compacts_only(
@@ -87,10 +95,59 @@ def test_maintenance_purges_old_tombstones_and_compacts_only(
     assert raw["files_removed"] > 0 and raw["files_after"] < raw["files_before"]
     assert batch_accounting(spark, warehouse, "b1") == accounting
 
-    again = maintain_run(warehouse, retention)
-    for report in again["tables"].values():
-        assert report.get("tombstones_purged", 0) == 0
+    assert stats["expired"]["records_expired"] == 0  # all decided just now
+
+    # Every final outcome is past a retention of 0 s; the quarantined records are kept.
+    batches = ("b1", "b2")
+    before_expiry = {b: batch_accounting(spark, warehouse, b) for b in batches}
+    final = [s for s in ledger.STATUSES if s not in (ledger.PENDING, ledger.QUARANTINED)]
+    assert sum(before_expiry["b1"][s] for s in final) > 0
+    assert sum(before_expiry[b]["quarantined"] for b in batches) > 0
+    quarantine = kept_rows(spark, warehouse, "quarantine")
+    tables_now = {t: rows(spark, warehouse, t) for t in TABLES}
+    ctx = JobContext(spark, Warehouse(warehouse), "m1", "test", maintain.JOB_NAME, "test")
+    expired = maintain.expire_bookkeeping(
+        ctx, "dump", dt.timedelta(0), dt.timedelta(seconds=maintain.QUARANTINE_RETENTION_SECONDS)
+    )
+    assert expired["records_expired"] == sum(before_expiry[b][s] for b in batches for s in final)
+    assert expired["ledger_rows"] >= expired["records_expired"]
+    assert expired["quarantine_rows"] == 0
+    assert kept_rows(spark, warehouse, "quarantine") == quarantine
+    after_expiry = {b: batch_accounting(spark, warehouse, b) for b in batches}
+    for batch in batches:
+        assert after_expiry[batch] == {
+            **{s: 0 for s in final},
+            "pending": before_expiry[batch]["pending"],
+            "quarantined": before_expiry[batch]["quarantined"],
+            "unprocessed": 0,
+            "landed": before_expiry[batch]["pending"] + before_expiry[batch]["quarantined"],
+        }
+    # The checkpoint (the newest landing run's progress rows) stays, and only it.
+    raw = spark.read.format("delta").load(f"{warehouse}/_cdc/raw").where("kind = 'progress'")
+    assert {r["land_seq"] for r in raw.select("land_seq").collect()} == {2}
+    # Re-running an expired batch's apply re-applies nothing; landing again lands nothing.
+    process(warehouse, "b1")
+    assert batch_accounting(spark, warehouse, "b1") == after_expiry["b1"]
+    assert land_dump(warehouse, str(tmp_path / "b2"), "b3")["landed"] == 0
+    for table in TABLES:  # (NaN is a value here: rows compare by repr)
+        assert repr(rows(spark, warehouse, table)) == repr(tables_now[table])
+
+    # The whole job again, with a quarantine retention of 0 s: the quarantined records go
+    # too, and nothing else is left to do.
+    again = maintain_run(
+        warehouse,
+        retention,
+        *("--raw-retention-seconds", "0", "--quarantine-retention-seconds", "0"),
+    )
+    for table in TABLES:
+        report = again["tables"][f"public.{table}"]
+        assert report["tombstones_purged"] == 0
         assert report["files_removed"] == 0 and report["bytes_rewritten"] == 0
+    assert again["expired"]["quarantine_rows"] == len(quarantine)
+    assert kept_rows(spark, warehouse, "quarantine") == []
+    for batch in batches:
+        pending = before_expiry[batch]["pending"]
+        assert batch_accounting(spark, warehouse, batch)["landed"] == pending
 
 
 def test_vacuum_below_deltas_safety_floor_is_refused(warehouse: str) -> None:
