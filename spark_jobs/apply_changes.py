@@ -248,7 +248,8 @@ def with_payloads(rows: DataFrame, payloads: list[DataFrame]) -> DataFrame:
 
 
 def commit_bookkeeping(ctx: JobContext, source: str, outcomes: Outcomes, state: DataFrame) -> None:
-    """The quarantine, the ledger, then the open state: one commit each."""
+    """The quarantine, the ledger, then the open state: one commit each, none for a table
+    with nothing to record (no quarantined record; no open set before or after)."""
     wh = ctx.warehouse
     quarantined = outcomes.quarantine_rows()
     if quarantined is not None:
@@ -257,12 +258,16 @@ def commit_bookkeeping(ctx: JobContext, source: str, outcomes: Outcomes, state: 
         known = ledger.read_partitions(ctx.spark, wh.quarantine, source, batches)
         if known is not None:  # a re-run after a crash between these commits
             quarantined = quarantined.join(known.select("record_id"), "record_id", "left_anti")
-        ledger.append(quarantined, wh.quarantine)
+        if batches:  # nothing quarantined: no commit
+            ledger.append(quarantined, wh.quarantine)
     fault_point("apply_changes:before_ledger")
     entries = outcomes.ledger_rows()
     if entries is not None:
         ledger.append(entries, wh.ledger)
     fault_point("apply_changes:before_state")
+    state = state.localCheckpoint()
+    if state.isEmpty() and not _holds_state(ctx, source):
+        return  # no open sets before or after: no commit
     (
         state.write.format("delta")
         .mode("overwrite")
@@ -271,6 +276,14 @@ def commit_bookkeeping(ctx: JobContext, source: str, outcomes: Outcomes, state: 
         .partitionBy("source")
         .save(wh.pending)
     )
+
+
+def _holds_state(ctx: JobContext, source: str) -> bool:
+    """Whether the open-state table has rows of ``source``."""
+    path = ctx.warehouse.pending
+    if not DeltaTable.isDeltaTable(ctx.spark, path):
+        return False
+    return not ctx.spark.read.format("delta").load(path).where(F.col("source") == source).isEmpty()
 
 
 def run(ctx: JobContext, args: Any) -> dict[str, Any]:

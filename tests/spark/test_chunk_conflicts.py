@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from delta.tables import DeltaTable
 
 from airflow_cdc.demo.dsql_stream import write_ndjson
 from spark_jobs.ledger import current_status
@@ -97,9 +98,11 @@ def test_two_records_under_one_chunk_id_are_quarantined(
     accounting = stats["apply"]["accounting"]
     assert accounting["quarantined"] == 4 and accounting["applied"] == 1
     assert accounting["pending"] == 0 and accounting["duplicate"] == 0
-    # Nothing of the conflict is left open for the next batch.
-    pending = spark.read.format("delta").load(f"{warehouse}/_cdc/pending")
-    assert pending.where("state = 'open'").count() == 0
+    # Nothing of the conflict is left open for the next batch (a run with no open set before
+    # or after writes no open-state table).
+    if DeltaTable.isDeltaTable(spark, f"{warehouse}/_cdc/pending"):
+        pending = spark.read.format("delta").load(f"{warehouse}/_cdc/pending")
+        assert pending.where("state = 'open'").count() == 0
 
 
 def test_the_same_chunked_record_twice_is_a_duplicate(spark: Any, tmp_path: Path) -> None:
