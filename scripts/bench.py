@@ -16,7 +16,9 @@ Spark session (local[*]) times:
   --size-large rows (a MERGE whose cost follows the changes keeps them close);
 * growth: --growth-batches successive batches of --growth-changes DSQL changes into one
   warehouse, each landed and applied and timed (the tenth against the second: bookkeeping
-  that follows the batch, not the history, keeps them equal).
+  that follows the batch, not the history, keeps them equal); then the maintain job on that
+  warehouse (bookkeeping retention, compaction, VACUUM): its time, rows expired and files
+  per table before and after.
 
 It prints records/s per stage and end to end, one line per ratio (baseline time over the
 project's end-to-end time, higher is faster), and the peak resident memory of the whole
@@ -184,7 +186,35 @@ def growth(spark: Any, args: argparse.Namespace) -> None:
         print(f"{number:<8}{seconds[-1]:>10.1f}{len(part) / seconds[-1]:>14,.0f}")
     if batches >= 10:
         print(f"tenth batch / second batch = {seconds[9] / seconds[1]:.2f} (goal <= 1.2)")
+    maintenance(warehouse)
     shutil.rmtree(work, ignore_errors=True)
+
+
+def maintenance(warehouse: str) -> None:
+    """The maintain job on the growth warehouse, with a bookkeeping retention of 0 s (every
+    final record's bookkeeping expires): its time, rows expired and files per table."""
+    from spark_jobs import maintain
+
+    stats, seconds = timed(
+        maintain.main,
+        [
+            *("--warehouse", warehouse, "--batch-id", "maintain", "--source", "growth"),
+            *("--ddl", DDL, "--raw-retention-seconds", "0"),
+        ],
+    )
+    expired = stats["expired"]
+    print(
+        f"\nmaintenance of the growth warehouse: {seconds:.1f} s;"
+        f" {expired['records_expired']:,} records' bookkeeping expired"
+        f" (raw {expired['raw_rows']:,}, ledger {expired['ledger_rows']:,},"
+        f" quarantine {expired['quarantine_rows']:,} rows)"
+    )
+    print(f"{'table':<20}{'files before':>14}{'files after':>13}{'MB rewritten':>14}")
+    for name, report in stats["tables"].items():
+        print(
+            f"{name:<20}{report['files_before']:>14,}{report['files_after']:>13,}"
+            f"{report['bytes_rewritten'] / 2**20:>14.1f}"
+        )
 
 
 def table_size(spark: Any, args: argparse.Namespace) -> None:
