@@ -106,9 +106,21 @@ def test_maintenance_purges_old_tombstones_and_compacts_only(
     quarantine = kept_rows(spark, warehouse, "quarantine")
     tables_now = {t: rows(spark, warehouse, t) for t in TABLES}
     ctx = JobContext(spark, Warehouse(warehouse), "m1", "test", maintain.JOB_NAME, "test")
-    expired = maintain.expire_bookkeeping(
-        ctx, "dump", dt.timedelta(0), dt.timedelta(seconds=maintain.QUARANTINE_RETENTION_SECONDS)
-    )
+    held = dt.timedelta(seconds=maintain.QUARANTINE_RETENTION_SECONDS)
+    # A run that dies after its first delete (the raw rows): no record is left unaccounted
+    # for, and the next run finishes the rest.
+    doomed = maintain.expired_records(ctx, "dump", dt.datetime.now(dt.UTC), dt.timedelta(0), held)
+    assert doomed is not None
+    maintain.delete_records(ctx, f"{warehouse}/_cdc/raw", "dump", doomed, list(batches))
+    for batch in batches:
+        interrupted = batch_accounting(spark, warehouse, batch)
+        assert interrupted["unprocessed"] == 0
+        assert interrupted["landed"] == sum(interrupted[s] for s in ledger.STATUSES)
+    progress = spark.read.format("delta").load(f"{warehouse}/_cdc/raw").where("kind = 'progress'")
+    older = progress.where("land_seq < 2").count()
+    assert older > 0
+    expired = maintain.expire_bookkeeping(ctx, "dump", dt.timedelta(0), held)
+    assert expired["raw_rows"] == older  # only the old checkpoints were left to delete
     assert expired["records_expired"] == sum(before_expiry[b][s] for b in batches for s in final)
     assert expired["ledger_rows"] >= expired["records_expired"]
     assert expired["quarantine_rows"] == 0
