@@ -50,6 +50,12 @@ def resolved_state_path(warehouse: str, source: str) -> str:
     return f"{warehouse.rstrip('/')}/_cdc/resolved/{source}.json"
 
 
+def published_cut_path(warehouse: str, source: str) -> str:
+    """Where the apply job points at the newest cut it published for ``source`` (JSON: the
+    cut, the interval, and each table's location and Delta version)."""
+    return f"{warehouse.rstrip('/')}/_cdc/cut/{source}.json"
+
+
 def cache_dir() -> Path:
     """Where jars and the shipped library are cached (``$AIRFLOW_CDC_CACHE``)."""
     configured = os.environ.get("AIRFLOW_CDC_CACHE")

@@ -39,10 +39,12 @@ from pyspark.sql.types import (
 from airflow_cdc.core.columns import needs_mapping
 from airflow_cdc.core.ddl import TableSpec
 from spark_jobs.common import fault_point, quoted, retry_on_conflict
-from spark_jobs.ledger import APPLIED, DUPLICATE, SUPERSEDED
+from spark_jobs.ledger import APPLIED, DUPLICATE, QUARANTINED, SUPERSEDED
 from spark_jobs.schemas import struct
 
 log = logging.getLogger("airflow_cdc.jobs")
+# A late change that a true resolved timestamp promised could not arrive.
+BELOW_PUBLISHED_CUT = "below_published_cut"
 TARGET_META_DDL = (
     "_cdc_deleted BOOLEAN, _cdc_sequence STRING, _cdc_op STRING, _cdc_commit_ts TIMESTAMP,"
     " _cdc_record_id STRING, _cdc_batch STRING, _cdc_special_values MAP<STRING, STRING>"
@@ -134,12 +136,20 @@ def key_range(changes: DataFrame, keys: list[str], alias: str) -> Column:
     return column.between(F.lit(low).cast(first.dataType), F.lit(high).cast(first.dataType))
 
 
-def classify(changes: DataFrame, target: DataFrame, keys: list[str]) -> DataFrame:
+def classify(
+    changes: DataFrame,
+    target: DataFrame,
+    keys: list[str],
+    late: Column | None = None,
+    refuse_late: bool = False,
+) -> DataFrame:
     """Status of each change against the current target row of its key.
 
     The change that already produced the target row (a re-run after a crash) counts as
     applied, whatever sequence this run gave it; another change with the same sequence is a
-    duplicate delivery.
+    duplicate delivery. ``late`` marks changes committed below a published cut
+    (:mod:`spark_jobs.cut`): one that would be applied says so in its reason, or, with
+    ``refuse_late``, is quarantined (``below_published_cut``) and not merged.
     """
     current = target.select(
         *(F.col(quoted(k)).alias(f"_t_{i}") for i, k in enumerate(keys)),
@@ -149,19 +159,45 @@ def classify(changes: DataFrame, target: DataFrame, keys: list[str]) -> DataFram
     on = [changes[quoted(k)] == current[f"_t_{i}"] for i, k in enumerate(keys)]
     joined = changes.join(current, on, "left")
     seq, t_seq = F.col("_cdc_sequence"), F.col("_t_seq")
+    same_record = F.coalesce(F.col("_cdc_record_id") == F.col("_t_record"), F.lit(False))
     status = (
         F.when(t_seq.isNull() | (seq > t_seq), F.lit(APPLIED))
-        .when(F.col("_cdc_record_id") == F.col("_t_record"), F.lit(APPLIED))
+        .when(same_record, F.lit(APPLIED))
         .when(seq == t_seq, F.lit(DUPLICATE))
         .otherwise(F.lit(SUPERSEDED))
     )
+    reason = F.when(status != APPLIED, F.concat(F.lit("target holds sequence "), t_seq))
+    if late is not None:
+        moves = late & (status == APPLIED) & ~same_record
+        committed = F.date_format("_cdc_commit_ts", "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX")
+        if refuse_late:
+            status = F.when(moves, F.lit(QUARANTINED)).otherwise(status)
+            reason = F.when(moves, F.lit(BELOW_PUBLISHED_CUT)).otherwise(reason)
+        else:
+            reason = F.when(
+                moves,
+                F.concat(F.lit("late: committed "), committed, F.lit(" below a published cut")),
+            ).otherwise(reason)
+        detail = F.when(
+            moves,
+            F.concat(
+                F.lit(f"{BELOW_PUBLISHED_CUT}: committed "),
+                committed,
+                F.lit(
+                    ", below a cut already published (the source's resolved timestamp had"
+                    " passed it)"
+                ),
+            ),
+        )
+    else:
+        detail = F.lit(None).cast("string")
     return joined.select(
         F.explode("_cdc_members").alias("m"),
         status.alias("status"),
-        F.when(status == APPLIED, F.lit(None))
-        .otherwise(F.concat(F.lit("target holds sequence "), t_seq))
-        .alias("reason"),
-    ).select("m.record_id", "m.batch_id", "status", "reason")
+        reason.alias("reason"),
+        detail.alias("detail"),
+        F.col("_cdc_record_id").alias("change_id"),
+    ).select("m.record_id", "m.batch_id", "status", "reason", "detail", "change_id")
 
 
 def merge(
@@ -227,6 +263,12 @@ def merge(
     )
 
 
+STATUS_DDL = (
+    "record_id STRING, batch_id STRING, status STRING, reason STRING, detail STRING,"
+    " change_id STRING"
+)
+
+
 def apply_table(
     spark: SparkSession,
     path: str,
@@ -234,28 +276,35 @@ def apply_table(
     winners: DataFrame,
     batch_id: str,
     added: tuple[str, ...] = (),
+    late: Column | None = None,
+    refuse_late: bool = False,
 ) -> tuple[DataFrame, dict[str, Any]]:
     """MERGE ``winners`` into the table at ``path``, adding the undeclared columns ``added``
-    first; (statuses, counts).
+    first; (statuses, counts). Statuses are per record (``record_id``, ``batch_id``,
+    ``status``, ``reason``, ``detail``, ``change_id``); with ``late`` and ``refuse_late``
+    (see :func:`classify`) some are ``quarantined``, and their changes are not merged.
 
     ``winners`` is read several times (the status lookup, the key range, the MERGE): it must
     be materialized, as :func:`spark_jobs.resolve.resolve_table`'s winners are (filters of
     checkpoints), so that nothing upstream runs again."""
     if winners.isEmpty():
-        return winners.sparkSession.createDataFrame(
-            [], "record_id STRING, batch_id STRING, status STRING, reason STRING"
-        ), {"changes": 0}
+        return winners.sparkSession.createDataFrame([], STATUS_DDL), {"changes": 0}
     ensure_target(spark, path, target_schema(winners.schema))
     extras = evolve(spark, path, winners, added)
     keys = list(spec.primary_key)
     target = spark.read.format("delta").load(path).alias("t")
     statuses = classify(
-        winners, target.where(key_range(winners, keys, "t")), keys
+        winners, target.where(key_range(winners, keys, "t")), keys, late, refuse_late
     ).localCheckpoint()
     counts = {
         r["status"]: int(r["n"])
         for r in statuses.groupBy("status").agg(F.count(F.lit(1)).alias("n")).collect()
     }
+    if counts.get(QUARANTINED):
+        refused = statuses.where(F.col("status") == QUARANTINED).select(
+            F.col("change_id").alias("_cdc_record_id")
+        )
+        winners = winners.join(refused.distinct(), "_cdc_record_id", "left_anti").localCheckpoint()
     fault_point("apply:before_merge")
     pruning = key_range(winners, keys, "t")
     retry_on_conflict(

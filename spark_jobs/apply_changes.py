@@ -16,11 +16,12 @@ and nothing else.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from dataclasses import dataclass
 from typing import Any
 
 from delta.tables import DeltaTable
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from airflow_cdc.core.columns import MAX_ADDED_COLUMNS, MAX_COLUMNS_PER_RECORD
@@ -35,6 +36,7 @@ from airflow_cdc.core.formats.common import (
 )
 from airflow_cdc.jobs import MAX_PENDING_WALL_SECONDS
 from spark_jobs import apply, ledger, reassemble, resolve
+from spark_jobs import cut as cutting
 from spark_jobs.common import (
     RECORD,
     JobContext,
@@ -42,19 +44,21 @@ from spark_jobs.common import (
     at_least,
     base_parser,
     fault_point,
+    instant,
     positive_count,
     read_text,
     source_name,
     start,
     write_stats,
 )
-from spark_jobs.ledger import CONTROL, PENDING, Outcomes, union_all
+from spark_jobs.ledger import CONTROL, PENDING, QUARANTINED, Outcomes, union_all
 from spark_jobs.parse import parse_records
 
+log = logging.getLogger("airflow_cdc.jobs")
 JOB_NAME = "apply_changes"
 # Formats whose every change names its schema: an empty schema names no declared table.
 NAMES_SCHEMAS = ("dsql",)
-JOB_VERSION = "2.2.0"
+JOB_VERSION = "2.3.0"
 
 
 @dataclass(frozen=True)
@@ -118,8 +122,9 @@ def final_ids(ctx: JobContext, source: str, batches: list[str]) -> DataFrame | N
     return ledger.current_status(entries).where(F.col("status") != PENDING).select("record_id")
 
 
-def open_state(ctx: JobContext, source: str) -> DataFrame:
-    """The source's open fragment sets, less any an interrupted run already finished."""
+def open_state(ctx: JobContext, source: str, held: DataFrame | None = None) -> DataFrame:
+    """The source's open fragment sets, less any an interrupted run already finished (its
+    records final, or members of ``held`` changes)."""
     path = ctx.warehouse.pending
     if not DeltaTable.isDeltaTable(ctx.spark, path):
         return ctx.spark.createDataFrame([], reassemble.STATE_SCHEMA)
@@ -135,9 +140,11 @@ def open_state(ctx: JobContext, source: str) -> DataFrame:
         .collect()
     ]
     done = final_ids(ctx, source, batches)
-    if done is None:
-        return state
-    return state.join(done, "record_id", "left_anti")
+    if done is not None:
+        state = state.join(done, "record_id", "left_anti")
+    if held is not None:
+        state = state.join(cutting.member_ids(held), "record_id", "left_anti")
+    return state
 
 
 def buffer(parsed: DataFrame, state: DataFrame, source: str, now: dt.datetime) -> DataFrame:
@@ -178,8 +185,12 @@ def apply_tables(
     outcomes: Outcomes,
     payloads: list[DataFrame],
     limits: Limits,
+    late: Column | None = None,
+    refuse_late: bool = False,
 ) -> dict[str, Any]:
-    """Decode, resolve and MERGE the changes of every declared table; quarantine the rest."""
+    """Decode, resolve and MERGE the changes of every declared table; quarantine the rest
+    (and, with ``refuse_late``, the ``late`` changes that would move a row: see
+    :func:`spark_jobs.apply.classify`)."""
     stats: dict[str, Any] = {}
     only_table = len(specs) == 1
     names_schemas = fmt in NAMES_SCHEMAS
@@ -203,9 +214,15 @@ def apply_tables(
         winners, losers = resolve.resolve_table(good, keys)
         for frame in losers:
             outcomes.status(frame)
-        statuses, counts = apply.apply_table(ctx.spark, path, spec, winners, ctx.batch_id, added)
-        outcomes.status(statuses)
-        counts["quarantined"] = failed.count()
+        statuses, counts = apply.apply_table(
+            ctx.spark, path, spec, winners, ctx.batch_id, added, late, refuse_late
+        )
+        refused = F.col("status") == QUARANTINED
+        outcomes.status(statuses.where(~refused))
+        if counts.get(QUARANTINED):
+            rows = statuses.where(refused).select("record_id", "batch_id", "reason", "detail")
+            outcomes.quarantine(with_payloads(rows, payloads))
+        counts["quarantined"] = failed.count() + counts.get(QUARANTINED, 0)
         stats[spec.table.qualified] = counts
     declared_any = F.lit(False)
     for spec in specs:
@@ -247,9 +264,26 @@ def with_payloads(rows: DataFrame, payloads: list[DataFrame]) -> DataFrame:
     )
 
 
-def commit_bookkeeping(ctx: JobContext, source: str, outcomes: Outcomes, state: DataFrame) -> None:
-    """The quarantine, the ledger, then the open state: one commit each, none for a table
-    with nothing to record (no quarantined record; no open set before or after)."""
+@dataclass
+class Holding:
+    """A run with a cut: the cut, the changes it holds now and held before."""
+
+    cut: cutting.Cut
+    before: DataFrame | None  # held rows carried in (``_cdc/held``), if any
+    rows: DataFrame | None = None  # held rows to carry out
+
+
+def commit_bookkeeping(
+    ctx: JobContext,
+    source: str,
+    outcomes: Outcomes,
+    state: DataFrame,
+    holding: Holding | None = None,
+) -> None:
+    """The quarantine, the ledger, the held changes, then the open fragment sets: one commit
+    each, none for a table with nothing to record (no quarantined record; no open set before
+    or after). Held changes go before the open sets: a re-run after a crash between the two
+    finds the members of held changes in neither the batch's work nor the open sets."""
     wh = ctx.warehouse
     quarantined = outcomes.quarantine_rows()
     if quarantined is not None:
@@ -264,6 +298,9 @@ def commit_bookkeeping(ctx: JobContext, source: str, outcomes: Outcomes, state: 
     entries = outcomes.ledger_rows()
     if entries is not None:
         ledger.append(entries, wh.ledger)
+    if holding is not None and holding.rows is not None:
+        fault_point("apply_changes:before_held")
+        cutting.write_held(ctx, source, holding.rows, holding.before is not None)
     fault_point("apply_changes:before_state")
     state = state.localCheckpoint()
     if state.isEmpty() and not _holds_state(ctx, source):
@@ -286,6 +323,52 @@ def _holds_state(ctx: JobContext, source: str) -> bool:
     return not ctx.spark.read.format("delta").load(path).where(F.col("source") == source).isEmpty()
 
 
+def hold_changes(
+    changes: DataFrame,
+    holding: Holding,
+    payloads: list[DataFrame],
+    outcomes: Outcomes,
+    source: str,
+    now: dt.datetime,
+) -> tuple[DataFrame, Column | None]:
+    """(the changes to apply now, the mark of late ones): the batch's changes and the held
+    ones, split by the cut; what stays held is set aside in ``holding`` (its payloads with
+    it), and the newly held changes' records are ``pending``."""
+    cut = holding.cut
+    if holding.before is not None:
+        changes = changes.unionByName(cutting.from_held(holding.before))
+        payloads.append(cutting.held_payloads(holding.before))
+    ready, held = cutting.split(changes, cut)
+    fresh = held
+    if holding.before is not None:
+        fresh = held.join(holding.before.select("record_id"), "record_id", "left_anti")
+    outcomes.status(cutting.hold_statuses(fresh, cut))
+    holding.rows = cutting.to_held(held, union_all(payloads), source, now)
+    if not cut.forward:
+        log.info(
+            "cut of %s at %s does not pass the newest published cut %s: no table changes, "
+            "nothing is published; %s",
+            source,
+            cut.at,
+            cut.published,
+            "the source has no resolved timestamp yet" if cut.at is None else "changes held",
+        )
+    return ready, cutting.late(cut)
+
+
+def publish_cut(
+    ctx: JobContext, source: str, holding: Holding, specs: list[TableSpec]
+) -> dict[str, Any]:
+    """Publish the run's cut when it moves forward (or re-point at it when a run already
+    published it); what the run did about the cut."""
+    cut = holding.cut
+    result: dict[str, Any] = cut.describe()
+    if cut.at is not None and (cut.forward or cut.at == cut.published):
+        fault_point("apply_changes:before_publish")
+        result["published"] = cutting.publish(ctx, source, cut, specs)
+    return result
+
+
 def run(ctx: JobContext, args: Any) -> dict[str, Any]:
     source = args.source
     specs = parse_tables(args.ddl, args.default_schema)
@@ -299,10 +382,16 @@ def run(ctx: JobContext, args: Any) -> dict[str, Any]:
     records = batch_records(ctx, source)
     done = final_ids(ctx, source, [ctx.batch_id])
     todo = records if done is None else records.join(done, "record_id", "left_anti")
+    holding = None
+    if args.cut_at is not None:
+        cut = cutting.decide(ctx, source, args.format, args.cut_at, args.interval_start)
+        holding = Holding(cut, cutting.read_held(ctx, source))
+        if holding.before is not None:
+            todo = todo.join(cutting.member_ids(holding.before), "record_id", "left_anti")
     record_limits = RecordLimits(args.max_fragments_per_image, args.max_number_length)
     parsed = parse_records(todo, args.format, record_limits).localCheckpoint()
     record_outcomes(parsed, outcomes)
-    state = open_state(ctx, source)
+    state = open_state(ctx, source, holding.before if holding else None)
     wall = dt.datetime.now(dt.UTC)
     buffered = buffer(parsed, state, source, wall).localCheckpoint()
     clock = reassemble.Clock(
@@ -323,13 +412,21 @@ def run(ctx: JobContext, args: Any) -> dict[str, Any]:
         .localCheckpoint()
     )
     payloads = [parsed.select("record_id", "payload"), buffered.select("record_id", "payload")]
+    late, refuse_late = None, False
+    if holding is not None:
+        changes, late = hold_changes(changes, holding, payloads, outcomes, source, wall)
+        refuse_late = not holding.cut.heuristic
     limits = Limits(args.max_columns_per_record, args.max_added_columns, args.column_mapping)
-    stats["tables"] = apply_tables(ctx, args.format, specs, changes, outcomes, payloads, limits)
+    stats["tables"] = apply_tables(
+        ctx, args.format, specs, changes, outcomes, payloads, limits, late, refuse_late
+    )
     stats["parsed"] = {
         r["rtype"]: int(r["n"])
         for r in parsed.groupBy("rtype").agg(F.count(F.lit(1)).alias("n")).collect()
     }
-    commit_bookkeeping(ctx, source, outcomes, settlement.state)
+    commit_bookkeeping(ctx, source, outcomes, settlement.state, holding)
+    if holding is not None:
+        stats["cut"] = publish_cut(ctx, source, holding, specs)
     stats["accounting"] = ledger.accounting(
         ctx.spark, batch_records(ctx, source), ctx.warehouse.ledger, source, ctx.batch_id
     )
@@ -389,6 +486,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         default=MAX_NUMBER_LENGTH,
         help="a record holding a JSON number literal of more characters is a bad record"
         " (formats parsed by the core; the most is Spark's JSON reader's 1,000)",
+    )
+    parser.add_argument(
+        "--cut-at",
+        type=instant,
+        help="apply only the changes committed before this time (ISO 8601, the data interval"
+        " end), capped by the source's resolved timestamp; hold the rest and publish the cut",
+    )
+    parser.add_argument(
+        "--interval-start", type=instant, help="the data interval start, recorded with the cut"
     )
     args = parser.parse_args(argv)
     ctx = start(JOB_NAME, JOB_VERSION, args)

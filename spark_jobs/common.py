@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import logging
 import os
@@ -83,6 +84,16 @@ class Warehouse:
     def pending(self) -> str:
         """Open fragment sets, partitioned by source: the only state carried across batches."""
         return self.path("_cdc", "pending")
+
+    @property
+    def held(self) -> str:
+        """Changes committed at or after a run's cut, partitioned by source: open state."""
+        return self.path("_cdc", "held")
+
+    @property
+    def cuts(self) -> str:
+        """The published cuts, partitioned by source: one row per cut."""
+        return self.path("_cdc", "cuts")
 
     @property
     def ledger(self) -> str:
@@ -178,6 +189,15 @@ def batch_id(value: str) -> str:
     if not value or not BATCH_ID.fullmatch(value):
         raise argparse.ArgumentTypeError(f"batch id must match {BATCH_ID.pattern}, got {value!r}")
     return value
+
+
+def instant(value: str) -> dt.datetime:
+    """An ISO 8601 time; one without an offset is UTC."""
+    try:
+        parsed = dt.datetime.fromisoformat(value)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"expected an ISO 8601 time, got {value!r}") from err
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
 
 
 def source_name(value: str) -> str:

@@ -1,0 +1,112 @@
+"""Reading the tables of a source at a published cut.
+
+A cut (see :mod:`spark_jobs.cut`) is a point ``T`` of the source's commit time at which every
+target table holds exactly the changes committed before ``T``; the apply job publishes each
+cut with every table's Delta version. Read the tables at those versions and they are one
+state that existed in the source, across tables.
+
+``read_cut`` does it with Spark; :func:`published_cut` reads the newest published cut without
+Spark (for sensors and for readers such as the ``deltalake`` package)::
+
+    from deltalake import DeltaTable
+
+    cut = published_cut(warehouse, "orders-stream")
+    for table, where in cut.tables.items():
+        frame = DeltaTable(where["location"], version=where["version"]).to_pyarrow_table()
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_cdc.jobs import check_source, published_cut_path
+
+
+@dataclass(frozen=True)
+class PublishedCut:
+    """One published cut: ``at`` (T), the data interval it was taken for, whether ``T`` came
+    from a lateness bound (``heuristic``) rather than the source's own resolved timestamps,
+    and per table (schema-qualified name) its ``location`` and Delta ``version``."""
+
+    source: str
+    at: dt.datetime
+    interval_start: dt.datetime | None
+    interval_end: dt.datetime
+    heuristic: bool
+    tables: dict[str, dict[str, Any]]
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-friendly (for XCom)."""
+        return {
+            "source": self.source,
+            "cut_at": self.at.isoformat(),
+            "interval_start": None
+            if self.interval_start is None
+            else self.interval_start.isoformat(),
+            "interval_end": self.interval_end.isoformat(),
+            "heuristic": self.heuristic,
+            "tables": self.tables,
+        }
+
+
+def _time(value: Any) -> dt.datetime | None:
+    if value is None:
+        return None
+    parsed = value if isinstance(value, dt.datetime) else dt.datetime.fromisoformat(str(value))
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
+
+
+def parse_published(text: str) -> PublishedCut:
+    """The cut in the apply job's pointer file (JSON)."""
+    state = json.loads(text)
+    at, end = _time(state["cut_at"]), _time(state["interval_end"])
+    assert at is not None and end is not None
+    return PublishedCut(
+        source=state["source"],
+        at=at,
+        interval_start=_time(state.get("interval_start")),
+        interval_end=end,
+        heuristic=bool(state["heuristic"]),
+        tables=dict(state["tables"]),
+    )
+
+
+def published_cut(warehouse: str, source: str) -> PublishedCut | None:
+    """The newest cut published for ``source`` (through fsspec, no Spark); ``None`` if none."""
+    import fsspec
+
+    path = published_cut_path(warehouse, check_source(source))
+    try:
+        with fsspec.open(path, "rt", encoding="utf-8") as handle:
+            return parse_published(handle.read())
+    except FileNotFoundError:
+        return None
+
+
+def read_cut(spark: Any, warehouse: str, source: str, at: Any = None) -> dict[str, Any]:
+    """Each table of ``source`` as a Spark DataFrame at a published cut: the newest one, or
+    the newest at or before ``at`` (an ISO 8601 time or a datetime). Raises ``LookupError``
+    when no such cut was published. Rows deleted in the source are kept as tombstones
+    (``_cdc_deleted``): filter ``NOT _cdc_deleted`` for the live rows."""
+    from pyspark.sql import functions as F
+
+    check_source(source)
+    cuts = spark.read.format("delta").load(f"{warehouse.rstrip('/')}/_cdc/cuts")
+    chosen = cuts.where(F.col("source") == source)
+    when = _time(at)
+    if when is not None:
+        chosen = chosen.where(F.col("cut_at") <= F.lit(when).cast("timestamp"))
+    row = chosen.orderBy(F.col("cut_at").desc()).first()
+    if row is None:
+        raise LookupError(
+            f"no cut of {source!r} published{'' if when is None else f' at or before {when}'}"
+        )
+    return {
+        table: spark.read.format("delta")
+        .option("versionAsOf", int(version))
+        .load(row["locations"][table])
+        for table, version in sorted(row["tables"].items())
+    }

@@ -1,0 +1,342 @@
+"""Consistent cuts: every table as of one point of the source's commit time.
+
+With a cut, the apply job applies exactly the changes committed before ``T``, the source's
+resolved timestamp capped by the run's data interval end, and holds the rest in the open
+state (``_cdc/held``, partitioned by source, rewritten once per run, like the pending
+fragment sets) for the first run whose cut passes them. After every target table has taken
+its one MERGE, one row appended to ``_cdc/cuts`` publishes the cut: the source, ``T``, the
+interval, whether ``T`` is heuristic (a source without in-band resolved timestamps, where the
+landing job's lateness rule gives ``T``) and each table's Delta version. That append is the
+publish point: a run that dies before it publishes nothing, and its re-run publishes the cut
+once. A small JSON file (:func:`~airflow_cdc.jobs.published_cut_path`) then points at the
+newest published cut, for readers without Spark.
+
+Cuts only move forward: a run whose ``T`` is not past the newest published cut (a backfill of
+an earlier hour) changes no table and publishes nothing; the changes it finds are held for the
+next forward cut. A change committed below a published cut that arrives later is *late*: with
+a heuristic cut it is applied by the next cut and its ledger entry says so (the lateness bound
+was too small); with true resolved timestamps (CockroachDB, YDB, Huawei CDL) the source
+promised it could not arrive, so a change that would move a row is quarantined
+(``below_published_cut``) and a redelivered one stays a duplicate.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from delta.tables import DeltaTable
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from airflow_cdc.core.ddl import TableSpec
+from airflow_cdc.core.exceptions import ResolvedTimestampUnavailable
+from airflow_cdc.core.formats import IN_BAND_RESOLVED
+from airflow_cdc.core.formats.common import UNORDERED
+from airflow_cdc.core.resolved_state import parse_state
+from airflow_cdc.jobs import published_cut_path
+from spark_jobs import ledger
+from spark_jobs.common import JobContext, read_text, write_text
+from spark_jobs.ledger import PENDING
+from spark_jobs.parse import IMAGE, PARSED_COLUMNS
+from spark_jobs.schemas import struct
+
+log = logging.getLogger("airflow_cdc.jobs")
+
+MEMBERS = "ARRAY<STRUCT<record_id: STRING, batch_id: STRING>>"
+PAYLOADS = "ARRAY<STRUCT<record_id: STRING, payload: STRING>>"
+_TEXT = ("before", "after", "key")
+CUTS_SCHEMA = struct(
+    "cut_at TIMESTAMP, interval_start TIMESTAMP, interval_end TIMESTAMP, heuristic BOOLEAN,"
+    " tables MAP<STRING, BIGINT>, locations MAP<STRING, STRING>, batch_id STRING,"
+    " run_id STRING, published_at TIMESTAMP, source STRING"
+)
+
+
+@dataclass(frozen=True)
+class Cut:
+    """Where one run cuts the source's changes."""
+
+    at: dt.datetime | None  # T; None when the source has no resolved timestamp yet
+    interval_start: dt.datetime | None
+    interval_end: dt.datetime
+    heuristic: bool
+    published: dt.datetime | None  # the newest cut published before this run
+
+    @property
+    def forward(self) -> bool:
+        """Whether this run publishes a new cut (and changes tables)."""
+        return self.at is not None and (self.published is None or self.at > self.published)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "at": _iso(self.at),
+            "interval_start": _iso(self.interval_start),
+            "interval_end": _iso(self.interval_end),
+            "heuristic": self.heuristic,
+            "published_before": _iso(self.published),
+            "forward": self.forward,
+        }
+
+
+def _iso(value: dt.datetime | None) -> str | None:
+    return None if value is None else value.astimezone(dt.UTC).isoformat()
+
+
+def _utc(value: dt.datetime) -> dt.datetime:
+    return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
+
+
+def decide(
+    ctx: JobContext,
+    source: str,
+    fmt: str,
+    interval_end: dt.datetime,
+    interval_start: dt.datetime | None,
+) -> Cut:
+    """The run's cut: the source's resolved timestamp as its landing runs recorded it, capped
+    by ``interval_end``."""
+    resolved = None
+    text = read_text(ctx, ctx.warehouse.resolved_file(source))
+    if text is not None:
+        try:
+            resolved = parse_state(text)
+        except ResolvedTimestampUnavailable as err:
+            log.warning("no cut for %s: %s", source, err)
+    at = None if resolved is None else min(resolved, _utc(interval_end))
+    return Cut(
+        at=at,
+        interval_start=None if interval_start is None else _utc(interval_start),
+        interval_end=_utc(interval_end),
+        heuristic=fmt not in IN_BAND_RESOLVED,
+        published=newest_published(ctx, source),
+    )
+
+
+def newest_published(ctx: JobContext, source: str) -> dt.datetime | None:
+    """The newest cut published for ``source`` (one row per published cut, per source)."""
+    path = ctx.warehouse.cuts
+    if not DeltaTable.isDeltaTable(ctx.spark, path):
+        return None
+    row = (
+        ctx.spark.read.format("delta")
+        .load(path)
+        .where(F.col("source") == source)
+        .agg(F.max("cut_at"))
+        .first()
+    )
+    return None if row is None or row[0] is None else _utc(row[0])
+
+
+# --- the held changes: open state ---------------------------------------------------------
+
+
+def read_held(ctx: JobContext, source: str) -> DataFrame | None:
+    """The source's held changes (change shape: ``PARSED_COLUMNS`` + ``members``, payloads
+    kept apart in ``payloads``), less any whose members an interrupted run already made final;
+    ``None`` when the source holds none."""
+    path = ctx.warehouse.held
+    if not DeltaTable.isDeltaTable(ctx.spark, path):
+        return None
+    held = ctx.spark.read.format("delta").load(path).where(F.col("source") == source)
+    held = held.localCheckpoint()
+    if held.isEmpty():
+        return None
+    members = held.select(F.explode("members").alias("m")).select("m.record_id", "m.batch_id")
+    batches = [r[0] for r in members.select("batch_id").distinct().collect()]
+    entries = ledger.read_partitions(ctx.spark, ctx.warehouse.ledger, source, batches)
+    if entries is not None:
+        final = ledger.current_status(entries).where(F.col("status") != PENDING)
+        held = held.join(final.select("record_id"), "record_id", "left_anti")
+    return held
+
+
+def member_ids(held: DataFrame) -> DataFrame:
+    """``record_id`` of every member of the held changes."""
+    return held.select(F.explode("members.record_id").alias("record_id"))
+
+
+def from_held(held: DataFrame) -> DataFrame:
+    """Held rows in the change shape (images back as maps; payloads stay in ``payloads``)."""
+    return held.select(
+        *[
+            F.from_json(F.col(f"{c}_json"), IMAGE).alias(c)
+            if c in ("before", "after")
+            else F.try_parse_json(F.col("key_json")).alias("key")
+            if c == "key"
+            else F.lit(None).cast("string").alias(c)
+            if c == "payload"
+            else F.col(c)
+            for c in PARSED_COLUMNS
+        ],
+        "members",
+    )
+
+
+def held_payloads(held: DataFrame) -> DataFrame:
+    """``record_id``, ``payload`` of every member of the held changes."""
+    return held.select(F.explode("payloads").alias("p")).select("p.record_id", "p.payload")
+
+
+def to_held(changes: DataFrame, payloads: DataFrame, source: str, now: dt.datetime) -> DataFrame:
+    """Changes (change shape) as held rows: images as JSON text, each member's raw payload
+    from ``payloads`` (``record_id``, ``payload``)."""
+    member_payloads = (
+        changes.select("record_id", F.explode("members").alias("m"))
+        .join(
+            payloads.withColumnRenamed("record_id", "_member"),
+            F.col("m.record_id") == F.col("_member"),
+        )
+        .groupBy("record_id")
+        .agg(
+            F.collect_list(F.struct(F.col("_member").alias("record_id"), "payload")).alias(
+                "payloads"
+            )
+        )
+    )
+    return changes.join(member_payloads, "record_id", "left").select(
+        *[
+            F.to_json(F.col(c)).alias(f"{c}_json") if c in _TEXT else F.col(c)
+            for c in PARSED_COLUMNS
+            if c != "payload"
+        ],
+        "members",
+        F.coalesce("payloads", F.array().cast(PAYLOADS)).alias("payloads"),
+        F.lit(now).cast("timestamp").alias("held_at"),
+        F.lit(source).alias("source"),
+    )
+
+
+def write_held(ctx: JobContext, source: str, rows: DataFrame, had_rows: bool) -> None:
+    """Replace the source's held changes with ``rows`` (one commit; none when the source held
+    nothing before and holds nothing now)."""
+    rows = rows.localCheckpoint()
+    if rows.isEmpty() and not had_rows:
+        return
+    (
+        rows.write.format("delta")
+        .mode("overwrite")
+        .option("replaceWhere", f"source = '{source}'")
+        .partitionBy("source")
+        .save(ctx.warehouse.held)
+    )
+
+
+def split(changes: DataFrame, cut: Cut) -> tuple[DataFrame, DataFrame]:
+    """(ready, held): the changes committed before the cut, and the rest. A change without a
+    commit position (``UNORDERED``: only its place in its partition orders it) waits with the
+    held changes of its partition that come before it. Nothing is ready when the cut does not
+    move forward."""
+    if not cut.forward:
+        return changes.limit(0), changes
+    before = F.coalesce(F.col("commit_ts") < F.lit(cut.at).cast("timestamp"), F.lit(False))
+    unordered = F.coalesce(F.col("sequence").startswith(UNORDERED), F.lit(False))
+    first_held = (
+        changes.where(~unordered & ~before & F.col("partition").isNotNull())
+        .groupBy("partition")
+        .agg(F.min("position").alias("_first_held"))
+    )
+    marked = changes.join(F.broadcast(first_held), "partition", "left").withColumn(
+        "_ready",
+        F.when(
+            unordered, F.coalesce(F.col("position") < F.col("_first_held"), F.lit(True))
+        ).otherwise(before),
+    )
+    marked = marked.drop("_first_held").localCheckpoint()
+    return (
+        marked.where(F.col("_ready")).drop("_ready"),
+        marked.where(~F.col("_ready")).drop("_ready"),
+    )
+
+
+def hold_statuses(held: DataFrame, cut: Cut) -> DataFrame:
+    """``pending`` ledger entries of the members of newly held changes."""
+    reason = (
+        f"held: committed at or after the cut {_iso(cut.at)}"
+        if cut.forward
+        else f"held: the cut {_iso(cut.at)} does not pass the published cut {_iso(cut.published)}"
+    )
+    return held.select(F.explode("members").alias("m")).select(
+        "m.record_id", "m.batch_id", F.lit(PENDING).alias("status"), F.lit(reason).alias("reason")
+    )
+
+
+def late(cut: Cut) -> Column | None:
+    """Whether a decoded change (``_cdc_commit_ts``) lies below the published cut."""
+    if cut.published is None:
+        return None
+    return F.coalesce(
+        F.col("_cdc_commit_ts") < F.lit(cut.published).cast("timestamp"), F.lit(False)
+    )
+
+
+# --- publishing ---------------------------------------------------------------------------
+
+
+def versions(ctx: JobContext, specs: list[TableSpec]) -> tuple[dict[str, int], dict[str, str]]:
+    """Each existing target table's current Delta version and location."""
+    numbers: dict[str, int] = {}
+    locations: dict[str, str] = {}
+    for spec in specs:
+        path = ctx.warehouse.target(spec.table)
+        if not DeltaTable.isDeltaTable(ctx.spark, path):
+            continue
+        row = DeltaTable.forPath(ctx.spark, path).history(1).select("version").first()
+        if row is not None:
+            numbers[spec.table.qualified] = int(row[0])
+            locations[spec.table.qualified] = path
+    return numbers, locations
+
+
+def publish(ctx: JobContext, source: str, cut: Cut, specs: list[TableSpec]) -> dict[str, Any]:
+    """Append the cut to ``_cdc/cuts`` unless a run already published it, then point the
+    source's JSON file at the newest published cut; what was published."""
+    assert cut.at is not None
+    numbers, locations = versions(ctx, specs)
+    path = ctx.warehouse.cuts
+    known = None
+    if DeltaTable.isDeltaTable(ctx.spark, path):
+        known = (
+            ctx.spark.read.format("delta")
+            .load(path)
+            .where(
+                (F.col("source") == source) & (F.col("cut_at") == F.lit(cut.at).cast("timestamp"))
+            )
+            .first()
+        )
+    if known is None:
+        row = (
+            cut.at,
+            cut.interval_start,
+            cut.interval_end,
+            cut.heuristic,
+            numbers,
+            locations,
+            ctx.batch_id,
+            ctx.run_id,
+            dt.datetime.now(dt.UTC),
+            source,
+        )
+        (
+            ctx.spark.createDataFrame([row], CUTS_SCHEMA)
+            .write.format("delta")
+            .mode("append")
+            .partitionBy("source")
+            .save(path)
+        )
+    else:  # a re-run after the publish: the cut as it was published
+        numbers, locations = dict(known["tables"]), dict(known["locations"])
+    published = {
+        "source": source,
+        "cut_at": _iso(cut.at),
+        "interval_start": _iso(cut.interval_start),
+        "interval_end": _iso(cut.interval_end),
+        "heuristic": cut.heuristic,
+        "tables": {t: {"location": locations[t], "version": v} for t, v in sorted(numbers.items())},
+        "batch_id": ctx.batch_id,
+    }
+    write_text(ctx, published_cut_path(ctx.warehouse.root, source), json.dumps(published, indent=2))
+    return published

@@ -1,0 +1,225 @@
+"""Consistent cuts: with a cut at T, the tables hold exactly the changes committed before T.
+
+The oracle replays the test's own changes in commit order (no pipeline code): the state of
+each table as of T is every change committed before T, applied in that order. The records
+are written here by hand as the Aurora DSQL document describes them (``type``, ``op``,
+``source.ts_ns``, ``source.schema`` / ``table``, ``before`` / ``after``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_cdc.cuts import published_cut, read_cut
+from airflow_cdc.demo.dsql_stream import write_ndjson
+from spark_jobs import apply_changes
+from spark_jobs.ledger import STATUSES
+from tests.spark.pipeline import land_dump
+
+pytestmark = pytest.mark.spark
+
+DDL = """
+CREATE TABLE public.accounts (id bigint PRIMARY KEY, balance numeric(12, 2));
+CREATE TABLE public.transfers (id bigint PRIMARY KEY, account_id bigint, amount numeric(12, 2));
+"""
+DAY = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+
+
+def at(hour: int, minute: int) -> dt.datetime:
+    return DAY + dt.timedelta(hours=hour, minutes=minute)
+
+
+# (commit time, table, op, row): transactions write several tables at one commit time.
+CHANGES: list[tuple[dt.datetime, str, str, dict[str, Any]]] = [
+    (at(0, 10), "accounts", "c", {"id": 1, "balance": "100.00"}),
+    (at(0, 10), "accounts", "c", {"id": 2, "balance": "50.00"}),
+    (at(0, 40), "transfers", "c", {"id": 1, "account_id": 1, "amount": "30.00"}),
+    (at(0, 40), "accounts", "u", {"id": 1, "balance": "70.00"}),
+    (at(0, 50), "accounts", "u", {"id": 2, "balance": "45.00"}),
+    (at(1, 5), "transfers", "c", {"id": 2, "account_id": 2, "amount": "10.00"}),
+    (at(1, 5), "accounts", "u", {"id": 2, "balance": "35.00"}),
+    (at(1, 20), "accounts", "d", {"id": 1, "balance": "70.00"}),
+]
+# Delivered in the second batch: one change of the next hour, one late change of the first.
+LATER = [
+    (at(1, 30), "accounts", "c", {"id": 3, "balance": "5.00"}),
+    (at(0, 55), "transfers", "c", {"id": 3, "account_id": 2, "amount": "5.00"}),
+]
+
+
+def record(change: tuple[dt.datetime, str, str, dict[str, Any]]) -> str:
+    when, table, op, row = change
+    ts_ns = int(when.timestamp()) * 1_000_000_000
+    return json.dumps(
+        {
+            "type": "full",
+            "op": op,
+            "before": row if op == "d" else None,
+            "after": None if op == "d" else row,
+            "source": {"ts_ns": ts_ns, "schema": "public", "table": table},
+        }
+    )
+
+
+def state_as_of(changes: list[Any], cut: dt.datetime) -> dict[str, dict[int, dict[str, Any]]]:
+    """Each table's live rows after the changes committed before ``cut``, in commit order."""
+    tables: dict[str, dict[int, dict[str, Any]]] = {"accounts": {}, "transfers": {}}
+    for when, table, op, row in sorted(changes, key=lambda c: c[0]):
+        if when >= cut:
+            continue
+        if op == "d":
+            tables[table].pop(row["id"], None)
+        else:
+            tables[table][row["id"]] = row
+    return tables
+
+
+def rows_of(frame: Any, columns: tuple[str, ...]) -> dict[int, dict[str, Any]]:
+    live = frame.where("NOT _cdc_deleted").select(*columns).collect()
+    return {
+        r["id"]: {c: str(r[c]) if isinstance(r[c], Decimal) else r[c] for c in columns}
+        for r in live
+    }
+
+
+COLUMNS = {"accounts": ("id", "balance"), "transfers": ("id", "account_id", "amount")}
+
+
+def tables_at(spark: Any, warehouse: str) -> dict[str, dict[int, dict[str, Any]]]:
+    return {
+        name: rows_of(spark.read.format("delta").load(f"{warehouse}/public/{name}"), columns)
+        for name, columns in COLUMNS.items()
+    }
+
+
+def apply(warehouse: str, batch: str, cut: dt.datetime) -> dict[str, Any]:
+    return apply_changes.main(
+        [
+            *("--warehouse", warehouse, "--batch-id", batch, "--source", "cdc"),
+            *("--format", "dsql", "--ddl", DDL, "--cut-at", cut.isoformat()),
+            *("--interval-start", (cut - dt.timedelta(hours=1)).isoformat()),
+        ]
+    )
+
+
+def current(spark: Any, warehouse: str, batch: str) -> dict[str, tuple[str, str | None]]:
+    """Each record of ``batch``: its newest ledger status and reason."""
+    rows = (
+        spark.read.format("delta")
+        .load(f"{warehouse}/_cdc/ledger")
+        .where(f"batch_id = '{batch}'")
+        .orderBy("decided_at")
+        .collect()
+    )
+    return {r["record_id"]: (r["status"], r["reason"]) for r in rows}
+
+
+def balanced(stats: dict[str, Any]) -> bool:
+    counts = stats["accounting"]
+    return counts["landed"] == sum(counts[s] for s in STATUSES) + counts["unprocessed"]
+
+
+def test_tables_hold_exactly_the_changes_before_each_published_cut(
+    spark: Any, warehouse: str, tmp_path: Path
+) -> None:
+    # The first batch: both hours' changes, out of commit order, one delivered twice.
+    first = [record(c) for c in reversed(CHANGES)] + [record(CHANGES[4])]
+    write_ndjson(first, str(tmp_path / "b1"), files=2)
+    assert land_dump(warehouse, str(tmp_path / "b1"), "b1", source="cdc")["landed"] == 9
+
+    one = apply(warehouse, "b1", at(1, 0))
+    assert one["cut"]["at"] == at(1, 0).isoformat() and one["cut"]["heuristic"] is True
+    assert tables_at(spark, warehouse) == state_as_of(CHANGES, at(1, 0))
+    # The three changes committed at or after 01:00 wait, pending, in the open state.
+    assert one["accounting"]["pending"] == 3 and one["accounting"]["unprocessed"] == 0
+    assert balanced(one)
+    held = spark.read.format("delta").load(f"{warehouse}/_cdc/held")
+    assert held.count() == 3
+    first_cut = published_cut(warehouse, "cdc")
+    assert first_cut is not None and first_cut.at == at(1, 0)
+    assert set(first_cut.tables) == {"public.accounts", "public.transfers"}
+
+    # The second batch: the next hour, plus a late change of the first hour (heuristic cut:
+    # applied now, and the ledger says it came late).
+    write_ndjson([record(c) for c in LATER], str(tmp_path / "b2"), files=1)
+    land_dump(warehouse, str(tmp_path / "b2"), "b2", source="cdc")
+    two = apply(warehouse, "b2", at(2, 0))
+    assert tables_at(spark, warehouse) == state_as_of(CHANGES + LATER, at(2, 0))
+    assert balanced(two) and two["accounting"]["pending"] == 0
+    reasons = [reason for _, reason in current(spark, warehouse, "b2").values()]
+    assert sum(1 for r in reasons if r and r.startswith("late: committed 2026-01-01T00:55")) == 1
+    # The first batch's held records are final now, by the second run.
+    statuses = {status for status, _ in current(spark, warehouse, "b1").values()}
+    assert "pending" not in statuses
+    assert spark.read.format("delta").load(f"{warehouse}/_cdc/held").count() == 0
+
+    # Reading the first cut gives the state as of 01:00, across both tables.
+    frames = read_cut(spark, warehouse, "cdc", at=at(1, 30))
+    as_of_first = {t.split(".")[1]: rows_of(f, COLUMNS[t.split(".")[1]]) for t, f in frames.items()}
+    assert as_of_first == state_as_of(CHANGES, at(1, 0))
+    newest = published_cut(warehouse, "cdc")
+    assert newest is not None and newest.at == at(2, 0)
+
+    # A backfill of the first hour: below the published cut, it changes no table and
+    # publishes nothing.
+    again = apply(warehouse, "b1", at(1, 0))
+    assert again["cut"]["forward"] is False and "published" not in again["cut"]
+    cuts = spark.read.format("delta").load(f"{warehouse}/_cdc/cuts")
+    assert cuts.count() == 2
+    assert {t: w["version"] for t, w in newest.tables.items()} == {
+        t: w["version"]
+        for t, w in published_cut(warehouse, "cdc").tables.items()  # type: ignore[union-attr]
+    }
+    assert tables_at(spark, warehouse) == state_as_of(CHANGES + LATER, at(2, 0))
+    assert balanced(again)
+
+
+def test_a_change_below_a_true_cut_is_quarantined_only_where_it_would_move_a_row(
+    spark: Any,
+) -> None:
+    from pyspark.sql import functions as F
+
+    from spark_jobs.apply import classify
+
+    early, later = at(0, 30), at(1, 30)
+    members = "ARRAY<STRUCT<record_id: STRING, batch_id: STRING>>"
+    winners = spark.createDataFrame(
+        [
+            (1, "s5", "r1", early),  # late, newer than the row: would move it
+            (2, "s5", "r2", early),  # late, the row's own sequence again: a duplicate
+            (3, "s1", "r3", early),  # late, older than the row
+            (4, "s9", "r4", later),  # not late
+            (5, "s5", "r5", early),  # late, but it produced the row (a re-run)
+        ],
+        "id BIGINT, _cdc_sequence STRING, _cdc_record_id STRING, _cdc_commit_ts TIMESTAMP",
+    ).withColumn(
+        "_cdc_members",
+        F.array(
+            F.struct(F.col("_cdc_record_id").alias("record_id"), F.lit("b").alias("batch_id"))
+        ).cast(members),
+    )
+    target = spark.createDataFrame(
+        [(1, "s3", "t1"), (2, "s5", "t2"), (3, "s3", "t3"), (4, "s3", "t4"), (5, "s3", "r5")],
+        "id BIGINT, _cdc_sequence STRING, _cdc_record_id STRING",
+    )
+    late = F.col("_cdc_commit_ts") < F.lit(at(1, 0)).cast("timestamp")
+    refused = {
+        r["record_id"]: r["status"] for r in classify(winners, target, ["id"], late, True).collect()
+    }
+    assert refused == {
+        "r1": "quarantined",
+        "r2": "duplicate",
+        "r3": "superseded",
+        "r4": "applied",
+        "r5": "applied",
+    }
+    marked = classify(winners, target, ["id"], late, False).collect()
+    reasons = {r["record_id"]: (r["status"], r["reason"]) for r in marked}
+    assert reasons["r1"][0] == "applied" and reasons["r1"][1].startswith("late: committed")
+    assert reasons["r4"] == ("applied", None) and reasons["r5"] == ("applied", None)
