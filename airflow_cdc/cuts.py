@@ -22,6 +22,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from airflow_cdc.core.exceptions import ResolvedTimestampUnavailable
 from airflow_cdc.jobs import check_source, published_cut_path
 
 
@@ -74,15 +75,23 @@ def parse_published(text: str) -> PublishedCut:
     )
 
 
-def published_cut(warehouse: str, source: str) -> PublishedCut | None:
-    """The newest cut published for ``source`` (through fsspec, no Spark); ``None`` if none."""
+def read_published(path: str) -> PublishedCut:
+    """The cut in the pointer file at ``path`` (local path or any fsspec URI);
+    :class:`~airflow_cdc.core.exceptions.ResolvedTimestampUnavailable` while none is."""
     import fsspec
 
-    path = published_cut_path(warehouse, check_source(source))
     try:
         with fsspec.open(path, "rt", encoding="utf-8") as handle:
             return parse_published(handle.read())
-    except FileNotFoundError:
+    except FileNotFoundError as err:
+        raise ResolvedTimestampUnavailable(f"no cut has been published at {path!r} yet") from err
+
+
+def published_cut(warehouse: str, source: str) -> PublishedCut | None:
+    """The newest cut published for ``source`` (through fsspec, no Spark); ``None`` if none."""
+    try:
+        return read_published(published_cut_path(warehouse, check_source(source)))
+    except ResolvedTimestampUnavailable:
         return None
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -49,6 +50,12 @@ class ApplyChangesOperator(SparkJobOperator):
         bad record (quarantined); default and most 1,000, the longest Spark's JSON reader
         reads. Applies to the formats parsed by the core (all but ``dsql``, whose records
         Spark reads itself, with that limit).
+    :param consistent_cut: Take a consistent cut (see :mod:`airflow_cdc.cuts`): apply only the
+        changes committed before ``cut_at`` (capped by the source's resolved timestamp), hold
+        the rest for a later run, and publish the cut with each table's Delta version, so a
+        task gated on hour H reads every table as of the same point. Off by default.
+    :param cut_at: Where the cut is taken, ISO 8601; default the data interval's end.
+    :param interval_start: The data interval's start, recorded with the cut.
     :param tombstone_retention_seconds: Deprecated and ignored: tombstones are purged by
         :class:`~airflow_cdc.operators.maintain.CdcMaintenanceOperator`.
     """
@@ -59,6 +66,8 @@ class ApplyChangesOperator(SparkJobOperator):
         "source",
         "ddl",
         "record_format",
+        "cut_at",
+        "interval_start",
     )
 
     def __init__(
@@ -75,6 +84,9 @@ class ApplyChangesOperator(SparkJobOperator):
         column_mapping: bool = False,
         max_fragments_per_image: int = MAX_FRAGMENTS,
         max_number_length: int = MAX_NUMBER_LENGTH,
+        consistent_cut: bool = False,
+        cut_at: str = "{{ data_interval_end | ts }}",
+        interval_start: str = "{{ data_interval_start | ts }}",
         tombstone_retention_seconds: float | None = None,
         **kwargs: Any,
     ) -> None:
@@ -98,6 +110,9 @@ class ApplyChangesOperator(SparkJobOperator):
         self.column_mapping = column_mapping
         self.max_fragments_per_image = max_fragments_per_image
         self.max_number_length = max_number_length
+        self.consistent_cut = consistent_cut
+        self.cut_at = cut_at
+        self.interval_start = interval_start
 
     def job_args(self, context: Context) -> list[str]:
         check_source(self.source)
@@ -122,6 +137,16 @@ class ApplyChangesOperator(SparkJobOperator):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
         RecordLimits(self.max_fragments_per_image, self.max_number_length)  # and in range
+        cut: list[str] = []
+        if self.consistent_cut:
+            for name in ("cut_at", "interval_start"):
+                try:
+                    dt.datetime.fromisoformat(getattr(self, name))
+                except (TypeError, ValueError) as err:
+                    raise ValueError(
+                        f"{name} must be an ISO 8601 time, got {getattr(self, name)!r}"
+                    ) from err
+            cut = ["--cut-at", self.cut_at, "--interval-start", self.interval_start]
         return [
             *("--source", self.source, "--format", self.record_format),
             *("--ddl", self.ddl, "--default-schema", self.default_schema),
@@ -132,4 +157,5 @@ class ApplyChangesOperator(SparkJobOperator):
             *("--max-fragments-per-image", str(self.max_fragments_per_image)),
             *("--max-number-length", str(self.max_number_length)),
             *(["--column-mapping"] if self.column_mapping else []),
+            *cut,
         ]

@@ -7,12 +7,15 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
-from airflow.sdk import BaseSensorOperator, Context
+from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
 
 from airflow_cdc.core.exceptions import ResolvedTimestampUnavailable
 from airflow_cdc.core.resolved_state import read_state
-from airflow_cdc.jobs import resolved_state_path
+from airflow_cdc.cuts import published_cut
+from airflow_cdc.jobs import published_cut_path, resolved_state_path
 from airflow_cdc.triggers.resolved import ResolvedTimestampTrigger
+
+WAIT_FOR = ("resolved", "cut")
 
 
 class ResolvedTimestampSensor(BaseSensorOperator):
@@ -23,9 +26,18 @@ class ResolvedTimestampSensor(BaseSensorOperator):
     by default the data interval's end, so a task for hour H runs only when all of H's
     changes are landed.
 
+    With ``wait_for="cut"`` it waits instead until the apply job has *published* a
+    consistent cut at or past ``target`` (``ApplyChangesOperator(consistent_cut=True)``, see
+    :mod:`airflow_cdc.cuts`), and hands the cut downstream as its XCom: ``cut_at``, the
+    interval, and each table's location and Delta version, so that a task reads every table
+    as of the same point (:func:`airflow_cdc.cuts.read_cut`, or the ``deltalake`` package
+    with those versions).
+
     :param warehouse: Warehouse root the landing job writes to.
     :param source: Landed source name.
     :param target: ISO 8601 time to wait for; default the data interval end.
+    :param wait_for: ``"resolved"`` (the landed resolved timestamp) or ``"cut"`` (a published
+        consistent cut).
     :param deferrable: Wait in the triggerer instead of occupying a worker slot.
     """
 
@@ -38,14 +50,23 @@ class ResolvedTimestampSensor(BaseSensorOperator):
         warehouse: str,
         source: str,
         target: str = "{{ data_interval_end | ts }}",
+        wait_for: str = "resolved",
         deferrable: bool = True,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        if wait_for not in WAIT_FOR:
+            raise ValueError(f"wait_for must be one of {WAIT_FOR}, got {wait_for!r}")
         self.warehouse = warehouse
         self.source = source
         self.target = target
+        self.wait_for = wait_for
         self.deferrable = deferrable
+
+    def _state_path(self) -> str:
+        if self.wait_for == "cut":
+            return published_cut_path(self.warehouse, self.source)
+        return resolved_state_path(self.warehouse, self.source)
 
     def _target(self) -> dt.datetime:
         try:
@@ -54,8 +75,20 @@ class ResolvedTimestampSensor(BaseSensorOperator):
             raise ValueError(f"target must be an ISO 8601 time, got {self.target!r}") from err
         return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
 
-    def poke(self, context: Context) -> bool:
+    def poke(self, context: Context) -> bool | PokeReturnValue:
         target = self._target()
+        if self.wait_for == "cut":
+            cut = published_cut(self.warehouse, self.source)
+            if cut is None or cut.at < target:
+                self.log.info(
+                    "newest published cut of %s: %s; waiting for %s",
+                    self.source,
+                    None if cut is None else cut.at,
+                    target,
+                )
+                return False
+            self.log.info("published cut of %s at %s reaches %s", self.source, cut.at, target)
+            return PokeReturnValue(is_done=True, xcom_value=cut.as_dict())
         try:
             resolved = read_state(resolved_state_path(self.warehouse, self.source))
         except ResolvedTimestampUnavailable as err:
@@ -71,14 +104,17 @@ class ResolvedTimestampSensor(BaseSensorOperator):
             return super().execute(context)
         self.defer(
             trigger=ResolvedTimestampTrigger(
-                state_path=resolved_state_path(self.warehouse, self.source),
+                state_path=self._state_path(),
                 target=self._target().isoformat(),
                 poll_interval=float(self.poke_interval),
+                published_cut=self.wait_for == "cut",
             ),
             method_name="execute_complete",
             timeout=timedelta(seconds=float(self.timeout)),
         )
 
-    def execute_complete(self, context: Context, event: dict[str, Any]) -> str:
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
         self.log.info("resolved timestamp %s reached %s", event["resolved_ts"], event["target"])
+        if "cut" in event:
+            return event["cut"]
         return str(event["resolved_ts"])

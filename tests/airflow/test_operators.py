@@ -142,6 +142,24 @@ def test_apply_changes_arguments() -> None:
         ApplyChangesOperator(
             task_id="b", warehouse="/wh", source="s", ddl=ddl, record_format="nope"
         ).job_args({})
+    cut = ApplyChangesOperator(
+        task_id="c",
+        warehouse="/wh",
+        source="s",
+        ddl=ddl,
+        consistent_cut=True,
+        cut_at="2026-01-01T01:00:00+00:00",
+        interval_start="2026-01-01T00:00:00+00:00",
+    )
+    assert {"cut_at", "interval_start"} <= set(cut.template_fields)
+    assert cut.job_args({})[-4:] == [
+        *("--cut-at", "2026-01-01T01:00:00+00:00"),
+        *("--interval-start", "2026-01-01T00:00:00+00:00"),
+    ]
+    with pytest.raises(ValueError, match="cut_at must be an ISO 8601 time"):
+        ApplyChangesOperator(
+            task_id="c", warehouse="/wh", source="s", ddl=ddl, consistent_cut=True, cut_at="soon"
+        ).job_args({})
 
 
 def test_kafka_landing_arguments_and_client_config_from_the_connection(monkeypatch) -> None:

@@ -79,3 +79,69 @@ def test_trigger_fires_once_resolved_passes(tmp_path: Path) -> None:
         "resolved_ts": "2026-01-01T01:05:00+00:00",
         "target": "2026-01-01T01:00:00+00:00",
     }
+
+
+def _publish(warehouse: Path, cut_at: str) -> str:
+    from airflow_cdc.jobs import published_cut_path
+
+    path = published_cut_path(str(warehouse), "dsql")
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    tables = {"public.orders": {"location": f"{warehouse}/public/orders", "version": 7}}
+    state = {
+        "source": "dsql",
+        "cut_at": cut_at,
+        "interval_start": "2026-01-01T00:00:00+00:00",
+        "interval_end": "2026-01-01T01:00:00+00:00",
+        "heuristic": True,
+        "tables": tables,
+        "batch_id": "b",
+    }
+    Path(path).write_text(json.dumps(state))
+    return path
+
+
+def test_waiting_for_a_published_cut_hands_the_cut_downstream(tmp_path: Path) -> None:
+    sensor = ResolvedTimestampSensor(
+        task_id="wait",
+        warehouse=str(tmp_path),
+        source="dsql",
+        target="2026-01-01T01:00:00+00:00",
+        wait_for="cut",
+    )
+    _write_state(tmp_path, "2026-01-01T05:00:00+00:00")  # landed far past: not what counts
+    assert sensor.poke({}) is False  # no cut published yet
+    _publish(tmp_path, "2026-01-01T00:59:00+00:00")
+    assert sensor.poke({}) is False
+    _publish(tmp_path, "2026-01-01T01:00:00+00:00")
+    done = sensor.poke({})
+    assert not isinstance(done, bool) and done.is_done
+    assert done.xcom_value["cut_at"] == "2026-01-01T01:00:00+00:00"
+    assert done.xcom_value["tables"]["public.orders"]["version"] == 7
+    with pytest.raises(ValueError, match="wait_for must be one of"):
+        ResolvedTimestampSensor(task_id="w", warehouse="/wh", source="s", wait_for="tables")
+
+
+def test_trigger_fires_with_the_cut_once_one_is_published_past_the_target(
+    tmp_path: Path,
+) -> None:
+    from airflow_cdc.jobs import published_cut_path
+
+    path = published_cut_path(str(tmp_path), "dsql")
+    trigger = ResolvedTimestampTrigger(
+        path, "2026-01-01T01:00:00+00:00", poll_interval=0.05, published_cut=True
+    )
+    kwargs = trigger.serialize()[1]
+    assert kwargs["published_cut"] is True
+
+    async def scenario() -> dict:
+        events = trigger.run()
+        pending = asyncio.ensure_future(anext(events))
+        await asyncio.sleep(0.2)
+        assert not pending.done()  # nothing published
+        _publish(tmp_path, "2026-01-01T01:00:00+00:00")
+        event = await asyncio.wait_for(pending, timeout=5)
+        return event.payload
+
+    payload = asyncio.run(scenario())
+    assert payload["cut"]["tables"]["public.orders"]["version"] == 7
+    assert payload["resolved_ts"] == "2026-01-01T01:00:00+00:00"
