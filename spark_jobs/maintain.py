@@ -29,6 +29,11 @@ them): VACUUMs of the shared bookkeeping tables would count each other's files. 
 jobs no longer purge tombstones themselves: a DELETE over the whole table on every batch
 cost as much as the MERGE, in proportion to the table's size.
 
+Consistent cuts (:mod:`spark_jobs.cut`): every table version that a cut published within
+``--cut-retention-seconds`` references stays readable (VACUUM keeps the files removed since
+that version, the Delta log is kept at least that long), and tombstones go only below the
+oldest such cut, so that a late change the next cut applies is still kept out by them.
+
 Reports per table the files and bytes before and after, the bytes OPTIMIZE rewrote, the
 tombstones purged and the files VACUUM deleted.
 """
@@ -36,6 +41,8 @@ tombstones purged and the files VACUUM deleted.
 from __future__ import annotations
 
 import datetime as dt
+import math
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -66,8 +73,9 @@ from spark_jobs.common import (
 )
 
 JOB_NAME = "maintain"
-JOB_VERSION = "1.1.0"
+JOB_VERSION = "1.2.0"
 RAW_RETENTION_SECONDS = 7 * 86400.0
+CUT_RETENTION_SECONDS = 7 * 86400.0
 QUARANTINE_RETENTION_SECONDS = 30 * 86400.0
 
 
@@ -131,6 +139,68 @@ def vacuum(ctx: JobContext, path: str, hours: float) -> int:
     return doomed
 
 
+@dataclass(frozen=True)
+class RetainedCuts:
+    """The published cuts younger than the cut retention: the oldest one's time, and per
+    table the oldest Delta version any of them references."""
+
+    oldest_at: dt.datetime | None
+    versions: dict[str, int]
+
+
+def retained_cuts(
+    ctx: JobContext, source: str, now: dt.datetime, retention: dt.timedelta
+) -> RetainedCuts:
+    """The source's cuts published within ``retention`` of ``now`` (one row per cut)."""
+    path = ctx.warehouse.cuts
+    if not table_exists(ctx.spark, path):
+        return RetainedCuts(None, {})
+    cuts = (
+        ctx.spark.read.format("delta")
+        .load(path)
+        .where((F.col("source") == source) & (F.col("published_at") >= F.lit(now - retention)))
+    )
+    rows = cuts.select("cut_at", F.explode("tables").alias("table", "version")).collect()
+    oldest = min((r["cut_at"] for r in rows), default=None)
+    versions: dict[str, int] = {}
+    for row in rows:
+        versions[row["table"]] = min(versions.get(row["table"], row["version"]), row["version"])
+    if oldest is not None and oldest.tzinfo is None:
+        oldest = oldest.replace(tzinfo=dt.UTC)
+    return RetainedCuts(oldest, versions)
+
+
+def hours_to_keep(now: dt.datetime, committed: dt.datetime | None, floor_hours: float) -> float:
+    """VACUUM's retention that keeps the files of a version committed at ``committed``: the
+    files it reads are removed by later commits, so every removal since then must stay."""
+    if committed is None:
+        return floor_hours
+    needed = (now - committed).total_seconds() / 3600 + 1  # an hour's margin
+    return max(floor_hours, float(math.ceil(needed)))
+
+
+def version_time(ctx: JobContext, path: str, version: int) -> dt.datetime | None:
+    """When the table's ``version`` was committed (from its log), if the log still has it."""
+    history = DeltaTable.forPath(ctx.spark, path).history()
+    row = history.where(F.col("version") == version).select("timestamp").first()
+    if row is None:
+        return None
+    stamp: dt.datetime = row[0]
+    return stamp if stamp.tzinfo else stamp.replace(tzinfo=dt.UTC)
+
+
+def keep_log(ctx: JobContext, path: str, retention: dt.timedelta) -> None:
+    """Keep the table's log (Delta's time travel needs it) at least ``retention``: Delta's
+    default is 30 days."""
+    if retention <= dt.timedelta(days=30):
+        return
+    days = math.ceil(retention.total_seconds() / 86400)
+    ctx.spark.sql(
+        f"ALTER TABLE delta.{quoted(path)} SET TBLPROPERTIES"
+        f" ('delta.logRetentionDuration' = 'interval {days} days')"
+    )
+
+
 def maintain_table(
     ctx: JobContext, path: str, vacuum_hours: float, where: str | None = None, **extra: int
 ) -> dict[str, Any]:
@@ -146,6 +216,7 @@ def maintain_table(
         "bytes_after": after["bytes"],
         **compacted,
         "files_vacuumed": vacuumed,
+        "vacuum_retention_hours": vacuum_hours,
     }
 
 
@@ -231,24 +302,35 @@ def run(ctx: JobContext, args: Any) -> dict[str, Any]:
         dt.timedelta(seconds=args.raw_retention_seconds),
         dt.timedelta(seconds=args.quarantine_retention_seconds),
     )
+    now = dt.datetime.now(dt.UTC)
+    cut_retention = dt.timedelta(seconds=args.cut_retention_seconds)
+    cuts = retained_cuts(ctx, source, now, cut_retention)
+    # Tombstones go only below the oldest cut still kept (and past the resolved timestamp).
+    horizon = resolved
+    if cuts.oldest_at is not None and resolved is not None:
+        horizon = min(resolved, cuts.oldest_at + retention)
     tables: dict[str, Any] = {}
     for spec in specs:
         path = ctx.warehouse.target(spec.table)
         if not table_exists(ctx.spark, path):
             continue
         purged = retry_on_conflict(
-            partial(purge_tombstones, ctx, path, resolved, retention),
+            partial(purge_tombstones, ctx, path, horizon, retention),
             f"tombstone purge of {path}",
         )
-        tables[spec.table.qualified] = maintain_table(
-            ctx, path, args.vacuum_retention_hours, tombstones_purged=purged
-        )
+        hours = args.vacuum_retention_hours
+        version = cuts.versions.get(spec.table.qualified)
+        if version is not None:
+            keep_log(ctx, path, cut_retention)
+            hours = hours_to_keep(now, version_time(ctx, path, version), hours)
+        tables[spec.table.qualified] = maintain_table(ctx, path, hours, tombstones_purged=purged)
     wh = ctx.warehouse
     mine = f"source = '{source}'"  # a plain name (source_name), safe to quote
     for name, path in (
         ("_cdc.raw", wh.raw),
         ("_cdc.ledger", wh.ledger),
         ("_cdc.quarantine", wh.quarantine),
+        ("_cdc.cuts", wh.cuts),
     ):
         if table_exists(ctx.spark, path):
             tables[name] = maintain_table(ctx, path, args.vacuum_retention_hours, where=mine)
@@ -289,6 +371,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         type=at_least(0.0, "seconds"),
         default=QUARANTINE_RETENTION_SECONDS,
         help="a quarantined record never replayed is kept this long",
+    )
+    parser.add_argument(
+        "--cut-retention-seconds",
+        type=at_least(0.0, "seconds"),
+        default=CUT_RETENTION_SECONDS,
+        help="every table version that a consistent cut published this recently references"
+        " stays readable (VACUUM and the Delta log keep it)",
     )
     args = parser.parse_args(argv)
     ctx = start(JOB_NAME, JOB_VERSION, args)

@@ -35,6 +35,9 @@ class CdcMaintenanceOperator(SparkJobOperator):
         ledger (>= 0; 7 days by default). Pending and unprocessed records always stay.
     :param quarantine_retention_seconds: A quarantined record that was never replayed is kept
         this long (>= 0; 30 days by default); a replayed one is final like the others.
+    :param cut_retention_seconds: Every table version that a consistent cut published this
+        recently references stays readable: VACUUM keeps its files and the Delta log is kept
+        as long (>= 0; 7 days by default; see :mod:`airflow_cdc.cuts`).
     """
 
     job = "maintain"
@@ -51,6 +54,7 @@ class CdcMaintenanceOperator(SparkJobOperator):
         vacuum_retention_hours: float = MIN_VACUUM_RETENTION_HOURS,
         raw_retention_seconds: float = 7 * 86400.0,
         quarantine_retention_seconds: float = 30 * 86400.0,
+        cut_retention_seconds: float = 7 * 86400.0,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -61,6 +65,7 @@ class CdcMaintenanceOperator(SparkJobOperator):
         self.vacuum_retention_hours = vacuum_retention_hours
         self.raw_retention_seconds = raw_retention_seconds
         self.quarantine_retention_seconds = quarantine_retention_seconds
+        self.cut_retention_seconds = cut_retention_seconds
 
     def job_args(self, context: Context) -> list[str]:
         check_source(self.source)
@@ -69,6 +74,7 @@ class CdcMaintenanceOperator(SparkJobOperator):
             "tombstone_retention_seconds",
             "raw_retention_seconds",
             "quarantine_retention_seconds",
+            "cut_retention_seconds",
         ):
             if not getattr(self, name) >= 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
@@ -84,4 +90,5 @@ class CdcMaintenanceOperator(SparkJobOperator):
             *("--vacuum-retention-hours", str(self.vacuum_retention_hours)),
             *("--raw-retention-seconds", str(self.raw_retention_seconds)),
             *("--quarantine-retention-seconds", str(self.quarantine_retention_seconds)),
+            *("--cut-retention-seconds", str(self.cut_retention_seconds)),
         ]

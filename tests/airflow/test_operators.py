@@ -216,6 +216,7 @@ def test_maintenance_arguments_and_delta_safety_floor() -> None:
         *("--tombstone-retention-seconds", "86400.0", "--vacuum-retention-hours", "168.0"),
         *("--raw-retention-seconds", "604800.0"),
         *("--quarantine-retention-seconds", "2592000.0"),
+        *("--cut-retention-seconds", "604800.0"),
     ]
     with pytest.warns(DeprecationWarning, match="schedule CdcMaintenanceOperator"):
         ApplyChangesOperator(
@@ -232,6 +233,10 @@ def test_maintenance_arguments_and_delta_safety_floor() -> None:
     with pytest.raises(ValueError, match="quarantine_retention_seconds must be >= 0"):
         CdcMaintenanceOperator(
             task_id="m", warehouse="/wh", source="src", ddl=ddl, quarantine_retention_seconds=-5
+        ).job_args({})
+    with pytest.raises(ValueError, match="cut_retention_seconds must be >= 0"):
+        CdcMaintenanceOperator(
+            task_id="m", warehouse="/wh", source="src", ddl=ddl, cut_retention_seconds=-1
         ).job_args({})
     with pytest.raises(ValueError, match="source must match"):
         CdcMaintenanceOperator(task_id="m", warehouse="/wh", source="../x", ddl=ddl).job_args({})

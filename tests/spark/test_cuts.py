@@ -18,7 +18,7 @@ import pytest
 
 from airflow_cdc.cuts import published_cut, read_cut
 from airflow_cdc.demo.dsql_stream import write_ndjson
-from spark_jobs import apply_changes
+from spark_jobs import apply_changes, maintain
 from spark_jobs.ledger import STATUSES
 from tests.spark.pipeline import land_dump
 
@@ -178,6 +178,32 @@ def test_tables_hold_exactly_the_changes_before_each_published_cut(
     }
     assert tables_at(spark, warehouse) == state_as_of(CHANGES + LATER, at(2, 0))
     assert balanced(again)
+
+    # Maintenance keeps what the cuts reference: the tombstone of account 1 (deleted at
+    # 01:20, above the oldest kept cut) stays, though the resolved timestamp passed it long
+    # ago; the versions of both cuts stay readable.
+    kept = maintain.main(
+        [
+            *("--warehouse", warehouse, "--batch-id", "m1", "--source", "cdc", "--ddl", DDL),
+            *("--tombstone-retention-seconds", "0"),
+        ]
+    )
+    assert kept["tables"]["public.accounts"]["tombstones_purged"] == 0
+    assert kept["tables"]["_cdc.cuts"]["files_after"] == 1
+    frames = read_cut(spark, warehouse, "cdc", at=at(1, 0))
+    assert (
+        rows_of(frames["public.accounts"], COLUMNS["accounts"])
+        == state_as_of(CHANGES, at(1, 0))["accounts"]
+    )
+
+
+def test_vacuum_keeps_every_removal_since_the_oldest_kept_cut() -> None:
+    from spark_jobs.maintain import hours_to_keep
+
+    now = dt.datetime(2026, 3, 1, tzinfo=dt.UTC)
+    assert hours_to_keep(now, None, 168.0) == 168.0
+    assert hours_to_keep(now, now - dt.timedelta(hours=5), 168.0) == 168.0
+    assert hours_to_keep(now, now - dt.timedelta(days=10, minutes=30), 168.0) == 242.0
 
 
 def test_a_change_below_a_true_cut_is_quarantined_only_where_it_would_move_a_row(
