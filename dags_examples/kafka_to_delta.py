@@ -61,6 +61,9 @@ with DAG(
         ddl=DDL,
         record_format=FORMAT,
         max_pending_age_seconds=3600,
+        # Apply exactly the changes committed before the interval's end and publish that
+        # cut (each table's Delta version): every table as of the same point.
+        consistent_cut=True,
         max_active_tis_per_dag=1,
     )
 

@@ -145,6 +145,24 @@ def accounting(spark, warehouse: str) -> int:  # type: ignore[no-untyped-def]
     return 0
 
 
+def published(warehouse: str) -> int:
+    """Print the consistent cut the run published; 1 if there is none."""
+    from airflow_cdc.cuts import published_cut
+    from airflow_cdc.demo.environment import STREAM
+
+    cut = published_cut(warehouse, STREAM)
+    if cut is None:
+        print("NO CUT PUBLISHED")
+        return 1
+    kind = (
+        "heuristic (lateness bound)" if cut.heuristic else "from the source's resolved timestamps"
+    )
+    print(f"\npublished cut at {cut.at.isoformat()} ({kind}):")
+    for table, where in sorted(cut.tables.items()):
+        print(f"  {table} version {where['version']} at {where['location']}")
+    return 0
+
+
 def report(stream, warehouse: str) -> int:  # type: ignore[no-untyped-def]
     from spark_jobs.session import get_session
 
@@ -168,6 +186,7 @@ def report(stream, warehouse: str) -> int:  # type: ignore[no-untyped-def]
         else:
             print(f"matches the generator's expected state ({len(stream.expected[table])} rows)")
     failures += accounting(spark, warehouse)
+    failures += published(warehouse)
     quarantine = spark.read.format("delta").load(f"{warehouse}/_cdc/quarantine")
     print("\nquarantine reasons:")
     quarantine.groupBy("stage", "reason").count().orderBy("stage", "reason").show(20, False)

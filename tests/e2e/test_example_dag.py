@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from airflow_cdc.cuts import published_cut
 from airflow_cdc.demo import kinesis
 from airflow_cdc.demo.dsql_stream import TABLES, differences, generate
 from airflow_cdc.demo.environment import airflow_env
@@ -16,6 +17,8 @@ from tests.spark.pipeline import live_rows
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 INTERVAL_START = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+# The run for the hour the stream was committed in: its data interval ends here.
+INTERVAL_END = INTERVAL_START + dt.timedelta(hours=1)
 
 
 def _table_state(spark: Any, warehouse: str, table: str) -> list[tuple[Any, ...]]:
@@ -61,7 +64,7 @@ def test_example_dag_lands_and_applies_the_stream_idempotently(
     from airflow.dag_processing.dagbag import DagBag
 
     dag = DagBag(str(REPO / "dags_examples")).dags["dsql_to_delta"]
-    first = dag.test(logical_date=INTERVAL_START)
+    first = dag.test(logical_date=INTERVAL_END)
     assert first.state == "success"
     for table in TABLES:
         assert differences(stream, table, live_rows(spark, warehouse, table)) == []
@@ -70,7 +73,17 @@ def test_example_dag_lands_and_applies_the_stream_idempotently(
     assert sum(ledger.values()) == len(stream.deliveries)
     before = {t: _table_state(spark, warehouse, t) for t in TABLES}
 
-    second = dag.test(logical_date=INTERVAL_START)
+    # The run published its cut at the interval's end, naming the tables' versions.
+    cut = published_cut(warehouse, "e2e-dsql")
+    assert cut is not None and cut.at == INTERVAL_END
+    assert cut.heuristic is True
+    for table in TABLES:
+        where = cut.tables[f"public.{table}"]
+        history = spark.sql(f"DESCRIBE HISTORY delta.`{where['location']}`")
+        assert where["version"] == history.agg({"version": "max"}).first()[0]
+
+    second = dag.test(logical_date=INTERVAL_END)
     assert second.state == "success"
     assert {t: _table_state(spark, warehouse, t) for t in TABLES} == before
     assert _ledger(spark, warehouse) == ledger
+    assert published_cut(warehouse, "e2e-dsql") == cut  # the backfill published nothing new
