@@ -249,3 +249,30 @@ def test_a_change_below_a_true_cut_is_quarantined_only_where_it_would_move_a_row
     reasons = {r["record_id"]: (r["status"], r["reason"]) for r in marked}
     assert reasons["r1"][0] == "applied" and reasons["r1"][1].startswith("late: committed")
     assert reasons["r4"] == ("applied", None) and reasons["r5"] == ("applied", None)
+
+
+def test_a_change_without_a_commit_time_waits_behind_the_held_changes_of_its_partition(
+    spark: Any,
+) -> None:
+    from airflow_cdc.core.formats.common import UNORDERED
+    from spark_jobs.cut import Cut, split
+
+    epoch = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+    changes = spark.createDataFrame(
+        [
+            ("a", "s1", at(0, 10), "p0", "03"),  # before the cut
+            ("b", "s2", at(1, 10), "p0", "05"),  # after it: held
+            ("c", UNORDERED + "03", epoch, "p0", "04"),  # unordered, before b: ready
+            ("d", UNORDERED + "07", epoch, "p0", "07"),  # unordered, after b: waits with it
+            ("e", UNORDERED + "02", epoch, "p1", "02"),  # nothing held in p1: ready
+            ("f", "s3", at(0, 20), None, None),  # a format without partitions
+        ],
+        "record_id STRING, sequence STRING, commit_ts TIMESTAMP, partition STRING, position STRING",
+    )
+    cut = Cut(at(1, 0), at(0, 0), at(1, 0), heuristic=True, published=None)
+    ready, held = split(changes, cut)
+    assert sorted(r[0] for r in ready.select("record_id").collect()) == ["a", "c", "e", "f"]
+    assert sorted(r[0] for r in held.select("record_id").collect()) == ["b", "d"]
+    behind = Cut(at(1, 0), at(0, 0), at(1, 0), heuristic=True, published=at(2, 0))
+    nothing, everything = split(changes, behind)
+    assert nothing.count() == 0 and everything.count() == 6
