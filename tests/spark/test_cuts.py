@@ -276,3 +276,47 @@ def test_a_change_without_a_commit_time_waits_behind_the_held_changes_of_its_par
     behind = Cut(at(1, 0), at(0, 0), at(1, 0), heuristic=True, published=at(2, 0))
     nothing, everything = split(changes, behind)
     assert nothing.count() == 0 and everything.count() == 6
+
+
+@pytest.mark.slow
+def test_runs_killed_before_holding_and_before_publishing_are_finished_by_their_reruns(
+    spark: Any, warehouse: str, tmp_path: Path
+) -> None:
+    from tests.spark.test_crash_recovery import run_killed
+
+    write_ndjson([record(c) for c in CHANGES], str(tmp_path / "b1"), files=2)
+    land_dump(warehouse, str(tmp_path / "b1"), "b1", source="cdc")
+    write_ndjson([record(c) for c in LATER], str(tmp_path / "b2"), files=1)
+    land_dump(warehouse, str(tmp_path / "b2"), "b2", source="cdc")
+
+    def killed(batch: str, cut: dt.datetime, fault: str) -> None:
+        run_killed(
+            "apply_changes",
+            fault,
+            *("--warehouse", warehouse, "--batch-id", batch, "--source", "cdc"),
+            *("--ddl", DDL, "--cut-at", cut.isoformat()),
+        )
+
+    # Dead after the ledger, before the held changes: nothing is held, nothing published.
+    killed("b1", at(1, 0), "apply_changes:before_held")
+    assert published_cut(warehouse, "cdc") is None
+    one = apply(warehouse, "b1", at(1, 0))
+    assert tables_at(spark, warehouse) == state_as_of(CHANGES, at(1, 0))
+    assert one["accounting"]["pending"] == 3 and balanced(one)
+    assert spark.read.format("delta").load(f"{warehouse}/_cdc/held").count() == 3
+
+    # Dead after every table and the bookkeeping committed, before the publish: the re-run
+    # publishes the cut once.
+    killed("b2", at(2, 0), "apply_changes:before_publish")
+    assert published_cut(warehouse, "cdc").at == at(1, 0)  # type: ignore[union-attr]
+    two = apply(warehouse, "b2", at(2, 0))
+    assert two["cut"]["published"]["cut_at"] == at(2, 0).isoformat()
+    assert tables_at(spark, warehouse) == state_as_of(CHANGES + LATER, at(2, 0))
+    cuts = spark.read.format("delta").load(f"{warehouse}/_cdc/cuts")
+    assert sorted(r[0] for r in cuts.select("cut_at").collect()) == [
+        at(1, 0).replace(tzinfo=None),
+        at(2, 0).replace(tzinfo=None),
+    ]
+    assert balanced(two) and two["accounting"]["pending"] == 0
+    first = apply(warehouse, "b1", at(1, 0))
+    assert first["accounting"]["pending"] == 0 and balanced(first)
