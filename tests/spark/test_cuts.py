@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import random
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -125,75 +126,115 @@ def balanced(stats: dict[str, Any]) -> bool:
     return counts["landed"] == sum(counts[s] for s in STATUSES) + counts["unprocessed"]
 
 
-def test_tables_hold_exactly_the_changes_before_each_published_cut(
+def transactions(seed: int, hours: int) -> list[tuple[dt.datetime, str, str, dict[str, Any]]]:
+    """A bank's transactions over ``hours``: accounts opened and closed, and transfers that
+    write both tables at one commit time (each transaction at its own second)."""
+    rng = random.Random(seed)
+    seconds = sorted(rng.sample(range(hours * 3600), 15 * hours))
+    balances: dict[int, int] = {}
+    changes = []
+    transfer = 0
+    for second in seconds:
+        when = DAY + dt.timedelta(seconds=second)
+        closed = [a for a in range(1, 6) if a not in balances]
+        roll = rng.random()
+        if closed and (roll < 0.3 or not balances):
+            account = rng.choice(closed)
+            balances[account] = rng.randrange(50, 500)
+            changes.append(
+                (when, "accounts", "c", {"id": account, "balance": f"{balances[account]}.00"})
+            )
+        elif roll < 0.4 and len(balances) > 1:
+            account = rng.choice(sorted(balances))
+            row = {"id": account, "balance": f"{balances.pop(account)}.00"}
+            changes.append((when, "accounts", "d", row))
+        else:
+            account = rng.choice(sorted(balances))
+            amount = rng.randrange(1, 20)
+            balances[account] -= amount
+            transfer += 1
+            moved = {"id": transfer, "account_id": account, "amount": f"{amount}.00"}
+            changes.append((when, "transfers", "c", moved))
+            changes.append(
+                (when, "accounts", "u", {"id": account, "balance": f"{balances[account]}.00"})
+            )
+    return changes
+
+
+def test_every_published_cut_is_the_source_state_at_its_time(
     spark: Any, warehouse: str, tmp_path: Path
 ) -> None:
-    # The first batch: both hours' changes, out of commit order, one delivered twice.
-    first = [record(c) for c in reversed(CHANGES)] + [record(CHANGES[4])]
-    write_ndjson(first, str(tmp_path / "b1"), files=2)
-    assert land_dump(warehouse, str(tmp_path / "b1"), "b1", source="cdc")["landed"] == 9
-
-    one = apply(warehouse, "b1", at(1, 0))
-    assert one["cut"]["at"] == at(1, 0).isoformat() and one["cut"]["heuristic"] is True
-    assert tables_at(spark, warehouse) == state_as_of(CHANGES, at(1, 0))
-    # The three changes committed at or after 01:00 wait, pending, in the open state.
-    assert one["accounting"]["pending"] == 3 and one["accounting"]["unprocessed"] == 0
-    assert balanced(one)
-    held = spark.read.format("delta").load(f"{warehouse}/_cdc/held")
-    assert held.count() == 3
-    first_cut = published_cut(warehouse, "cdc")
-    assert first_cut is not None and first_cut.at == at(1, 0)
-    assert set(first_cut.tables) == {"public.accounts", "public.transfers"}
-
-    # The second batch: the next hour, plus a late change of the first hour (heuristic cut:
-    # applied now, and the ledger says it came late).
-    write_ndjson([record(c) for c in LATER], str(tmp_path / "b2"), files=1)
-    land_dump(warehouse, str(tmp_path / "b2"), "b2", source="cdc")
-    two = apply(warehouse, "b2", at(2, 0))
-    assert tables_at(spark, warehouse) == state_as_of(CHANGES + LATER, at(2, 0))
-    assert balanced(two) and two["accounting"]["pending"] == 0
-    reasons = [reason for _, reason in current(spark, warehouse, "b2").values()]
-    assert sum(1 for r in reasons if r and r.startswith("late: committed 2026-01-01T00:55")) == 1
-    # The first batch's held records are final now, by the second run.
-    statuses = {status for status, _ in current(spark, warehouse, "b1").values()}
-    assert "pending" not in statuses
-    assert spark.read.format("delta").load(f"{warehouse}/_cdc/held").count() == 0
-
-    # Reading the first cut gives the state as of 01:00, across both tables.
-    frames = read_cut(spark, warehouse, "cdc", at=at(1, 30))
-    as_of_first = {t.split(".")[1]: rows_of(f, COLUMNS[t.split(".")[1]]) for t, f in frames.items()}
-    assert as_of_first == state_as_of(CHANGES, at(1, 0))
+    """Hourly batches, each landing its hour's changes out of commit order with some of the
+    next hour's (landing reads to the tip) and redeliveries: every cut, read at the versions
+    it published, is the source's state at T across both tables, whatever came early."""
+    rng = random.Random(11)
+    source = transactions(seed=3, hours=3)
+    delivered: set[int] = set()
+    for hour in range(3):
+        end = at(hour + 1, 0)
+        due = [i for i, c in enumerate(source) if c[0] < end and i not in delivered]
+        early = [i for i, c in enumerate(source) if end <= c[0] < end + dt.timedelta(hours=1)]
+        batch = due + [i for i in early if i not in delivered and rng.random() < 0.4]
+        delivered.update(batch)
+        picks = batch + rng.sample(batch, 3)  # three redelivered
+        rng.shuffle(picks)
+        texts = [record(source[i]) for i in picks]
+        write_ndjson(texts, str(tmp_path / f"h{hour}"), files=2)
+        land_dump(warehouse, str(tmp_path / f"h{hour}"), f"h{hour}", source="cdc")
+        stats = apply(warehouse, f"h{hour}", end)
+        assert stats["cut"]["published"]["cut_at"] == end.isoformat()
+        assert balanced(stats) and stats["accounting"]["unprocessed"] == 0
+        assert tables_at(spark, warehouse) == state_as_of(source, end)
+        held = spark.read.format("delta").load(f"{warehouse}/_cdc/held").count()
+        assert held == sum(1 for i in picks if source[i][0] >= end)  # the early ones wait
+    for hour in range(3):
+        end = at(hour + 1, 0)
+        frames = read_cut(spark, warehouse, "cdc", at=end)
+        assert {
+            t.split(".")[1]: rows_of(f, COLUMNS[t.split(".")[1]]) for t, f in frames.items()
+        } == (state_as_of(source, end))
     newest = published_cut(warehouse, "cdc")
-    assert newest is not None and newest.at == at(2, 0)
+    assert newest is not None and newest.at == at(3, 0)
+
+    # A late change of the first hour: the cut is heuristic (DSQL), so the next cut applies
+    # it and the ledger says it came late.
+    late = (at(0, 55), "transfers", "c", {"id": 999, "account_id": 1, "amount": "5.00"})
+    write_ndjson([record(late)], str(tmp_path / "late"), files=1)
+    land_dump(warehouse, str(tmp_path / "late"), "late", source="cdc")
+    after = apply(warehouse, "late", at(4, 0))
+    assert tables_at(spark, warehouse) == state_as_of([*source, late], at(4, 0))
+    reasons = [reason for _, reason in current(spark, warehouse, "late").values()]
+    assert reasons == ["late: committed 2026-01-01T00:55:00.000000Z below a published cut"]
+    assert balanced(after) and after["accounting"]["applied"] == 1
 
     # A backfill of the first hour: below the published cut, it changes no table and
     # publishes nothing.
-    again = apply(warehouse, "b1", at(1, 0))
+    newest = published_cut(warehouse, "cdc")
+    again = apply(warehouse, "h0", at(1, 0))
     assert again["cut"]["forward"] is False and "published" not in again["cut"]
-    cuts = spark.read.format("delta").load(f"{warehouse}/_cdc/cuts")
-    assert cuts.count() == 2
-    assert {t: w["version"] for t, w in newest.tables.items()} == {
-        t: w["version"]
-        for t, w in published_cut(warehouse, "cdc").tables.items()  # type: ignore[union-attr]
-    }
-    assert tables_at(spark, warehouse) == state_as_of(CHANGES + LATER, at(2, 0))
+    assert spark.read.format("delta").load(f"{warehouse}/_cdc/cuts").count() == 4
+    assert published_cut(warehouse, "cdc") == newest
+    assert tables_at(spark, warehouse) == state_as_of([*source, late], at(4, 0))
     assert balanced(again)
 
-    # Maintenance keeps what the cuts reference: the tombstone of account 1 (deleted at
-    # 01:20, above the oldest kept cut) stays, though the resolved timestamp passed it long
-    # ago; the versions of both cuts stay readable.
+    # Maintenance keeps what the cuts reference: tombstones go only below the oldest kept
+    # cut (01:00), though the resolved timestamp passed them all long ago.
+    newest_change: dict[tuple[str, int], tuple[dt.datetime, str]] = {}
+    for when, table, op, row in sorted([*source, late], key=lambda c: c[0]):
+        newest_change[(table, row["id"])] = (when, op)
+    below = sum(1 for when, op in newest_change.values() if op == "d" and when < at(1, 0))
     kept = maintain.main(
         [
             *("--warehouse", warehouse, "--batch-id", "m1", "--source", "cdc", "--ddl", DDL),
             *("--tombstone-retention-seconds", "0"),
         ]
     )
-    assert kept["tables"]["public.accounts"]["tombstones_purged"] == 0
+    assert kept["tables"]["public.accounts"]["tombstones_purged"] == below
     assert kept["tables"]["_cdc.cuts"]["files_after"] == 1
     frames = read_cut(spark, warehouse, "cdc", at=at(1, 0))
     assert (
         rows_of(frames["public.accounts"], COLUMNS["accounts"])
-        == state_as_of(CHANGES, at(1, 0))["accounts"]
+        == (state_as_of(source, at(1, 0))["accounts"])
     )
 
 
@@ -297,16 +338,18 @@ def test_runs_killed_before_holding_and_before_publishing_are_finished_by_their_
             *("--ddl", DDL, "--cut-at", cut.isoformat()),
         )
 
-    # Dead after the ledger, before the held changes: nothing is held, nothing published.
-    killed("b1", at(1, 0), "apply_changes:before_held")
+    # Dead between the two tables' commits: nothing is published.
+    killed("b1", at(1, 0), "apply:after_merge")
     assert published_cut(warehouse, "cdc") is None
     one = apply(warehouse, "b1", at(1, 0))
     assert tables_at(spark, warehouse) == state_as_of(CHANGES, at(1, 0))
     assert one["accounting"]["pending"] == 3 and balanced(one)
     assert spark.read.format("delta").load(f"{warehouse}/_cdc/held").count() == 3
 
-    # Dead after every table and the bookkeeping committed, before the publish: the re-run
-    # publishes the cut once.
+    # Dead after the ledger, before the held changes; then, on its retry, after every table
+    # and the bookkeeping committed, before the publish: the next re-run publishes the cut
+    # once.
+    killed("b2", at(2, 0), "apply_changes:before_held")
     killed("b2", at(2, 0), "apply_changes:before_publish")
     assert published_cut(warehouse, "cdc").at == at(1, 0)  # type: ignore[union-attr]
     two = apply(warehouse, "b2", at(2, 0))
