@@ -29,6 +29,8 @@ Figures come from one run on this machine; nothing here is a test.
 from __future__ import annotations
 
 import argparse
+import datetime as dt
+import json
 import shutil
 import sys
 import threading
@@ -172,21 +174,69 @@ def growth(spark: Any, args: argparse.Namespace) -> None:
         f"\ngrowth: {batches} batches of {changes:,} changes (about {size:,} records) into one"
         " warehouse, land + apply_changes per batch"
     )
-    print(f"{'batch':<8}{'seconds':>10}{'records/s':>14}")
+    print(
+        "each with a consistent cut at its records' 90th percentile of commit time (about a"
+        " tenth held back, applied by the next batch's cut)"
+    )
+    print(f"{'batch':<8}{'seconds':>10}{'records/s':>14}{'held rows':>11}")
     seconds = []
+    cut = None
     for number in range(1, batches + 1):
         part = stream.deliveries[(number - 1) * size : number * size]
         dump = str(work / f"dump-{number:02d}")
         write_ndjson(part, dump, files=args.files)
         common = ["--warehouse", warehouse, "--batch-id", f"g{number:02d}", "--source", "growth"]
+        cut = percentile_cut(part, 0.9, after=cut)
         started = time.perf_counter()
         land_files.main([*common, "--path", dump, "--layout", "kinesis"])
-        apply_changes.main([*common, "--format", "dsql", "--ddl", DDL])
+        apply_changes.main([*common, "--format", "dsql", "--ddl", DDL, "--cut-at", cut.isoformat()])
         seconds.append(time.perf_counter() - started)
-        print(f"{number:<8}{seconds[-1]:>10.1f}{len(part) / seconds[-1]:>14,.0f}")
+        held = spark.read.format("delta").load(f"{warehouse}/_cdc/held").count()
+        print(f"{number:<8}{seconds[-1]:>10.1f}{len(part) / seconds[-1]:>14,.0f}{held:>11,}")
     if batches >= 10:
         print(f"tenth batch / second batch = {seconds[9] / seconds[1]:.2f} (goal <= 1.2)")
     maintenance(warehouse)
+    shutil.rmtree(work, ignore_errors=True)
+
+
+def percentile_cut(
+    records: list[str], fraction: float, after: dt.datetime | None = None
+) -> dt.datetime:
+    """The commit time below which ``fraction`` of the records' changes lie (past ``after``)."""
+    stamps = sorted(
+        json.loads(text)["source"]["ts_ns"] for text in records if '"source"' in text[:4000]
+    )
+    chosen = dt.datetime.fromtimestamp(stamps[int(len(stamps) * fraction)] / 1e9, dt.UTC)
+    if after is not None and chosen <= after:
+        chosen = after + dt.timedelta(microseconds=1)
+    return chosen
+
+
+def cut_cost(spark: Any, args: argparse.Namespace) -> None:
+    """The same batch applied without a cut and with one that holds back a tenth of it."""
+    from spark_jobs import apply_changes, land_files
+
+    work = Path(args.work) / "cut"
+    shutil.rmtree(work, ignore_errors=True)
+    stream = generate(args.cut_changes, seed=7, customers=args.cut_changes // 2, orders=5_000)
+    dump = str(work / "dump")
+    write_ndjson(stream.deliveries, dump, files=args.files)
+    cut = percentile_cut(stream.deliveries, 0.9)
+    print(
+        f"\nconsistent cut: {args.cut_changes:,} changes ({len(stream.deliveries):,} records)"
+        " applied without a cut, and with a cut that holds back a tenth"
+    )
+    timings = {}
+    for name, extra in (("no cut", []), ("cut", ["--cut-at", cut.isoformat()])):
+        warehouse = str(work / name.replace(" ", "-"))
+        common = ["--warehouse", warehouse, "--batch-id", "cut", "--source", "cut"]
+        land_files.main([*common, "--path", dump, "--layout", "kinesis"])
+        stats, timings[name] = timed(
+            apply_changes.main, [*common, "--format", "dsql", "--ddl", DDL, *extra]
+        )
+        held = stats["accounting"]["pending"]
+        print(f"  {name:<8} apply {timings[name]:6.1f} s, {held:,} records pending")
+    print(f"apply with a cut / without = {timings['cut'] / timings['no cut']:.2f}")
     shutil.rmtree(work, ignore_errors=True)
 
 
@@ -322,6 +372,12 @@ def main() -> int:
     )
     parser.add_argument("--size-small", type=int, default=20_000, help="rows of the small table")
     parser.add_argument("--size-large", type=int, default=1_000_000, help="rows of the large one")
+    parser.add_argument(
+        "--cut-changes",
+        type=int,
+        default=20_000,
+        help="changes applied with and without a consistent cut (0: skip)",
+    )
     args = parser.parse_args()
     formats = args.format or ["dsql"]
     if "all" in formats:
@@ -335,6 +391,8 @@ def main() -> int:
         growth(spark, args)
     if args.size_changes > 0:
         table_size(spark, args)
+    if args.cut_changes > 0:
+        cut_cost(spark, args)
     spark.stop()
     return 0 if all(results.values()) else 1
 
