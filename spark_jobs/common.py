@@ -228,8 +228,15 @@ def write_stats(path: str | None, stats: dict[str, Any]) -> None:
         partial.replace(target)
 
 
+class SimulatedCrash(BaseException):
+    """A job 'dying' at a fault point inside the test process (``AIRFLOW_CDC_FAULT_MODE=raise``):
+    no handler catches it, and no job writes on its way out, so the durable state it leaves is
+    what a killed process leaves."""
+
+
 def fault_point(name: str) -> None:
-    """Kill the process here when ``AIRFLOW_CDC_FAULT`` names this point (crash tests only).
+    """Kill the process here when ``AIRFLOW_CDC_FAULT`` names this point (crash tests only;
+    with ``AIRFLOW_CDC_FAULT_MODE=raise``, raise :class:`SimulatedCrash` instead).
 
     ``AIRFLOW_CDC_BARRIER=<point>:<directory>:<parties>`` instead holds the process here until
     ``parties`` processes have reached the point (concurrency tests only: it makes two runs
@@ -237,6 +244,8 @@ def fault_point(name: str) -> None:
     """
     if os.environ.get("AIRFLOW_CDC_FAULT") == name:
         log.error("fault injection: dying at %s", name)
+        if os.environ.get("AIRFLOW_CDC_FAULT_MODE") == "raise":
+            raise SimulatedCrash(name)
         os._exit(137)
     barrier = os.environ.get("AIRFLOW_CDC_BARRIER", "")
     # Point names contain colons themselves: match the name, then split the rest.
