@@ -16,7 +16,7 @@ $(BIN)/.installed: pyproject.toml
 	touch $@
 
 # Delta's jars, resolved once through Ivy; every session and spark-submit passes the files.
-$(CACHE)/delta-jars.txt: $(BIN)/.installed
+$(CACHE)/delta-jars.txt: $(BIN)/.installed airflow_cdc/jobs.py
 	$(BIN)/python -m spark_jobs.session --resolve-jars
 
 $(CACHE)/kafka/.installed: scripts/kafka/pom.xml

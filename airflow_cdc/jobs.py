@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import fcntl
 import hashlib
+import logging
 import os
 import re
 import subprocess
@@ -20,12 +21,16 @@ from pathlib import Path
 
 import airflow_cdc
 
+log = logging.getLogger(__name__)
+
 # delta-spark 4.4.0 is built for Spark 4.2 (artifact suffix _4.2_2.13).
 DELTA_PACKAGE = "io.delta:delta-spark_4.2_2.13:4.4.0"
 JOBS = ("land_kinesis", "land_kafka", "land_files", "apply_changes", "maintain")
 # Delta's floor for VACUUM (``delta.deletedFileRetentionDuration``'s default): a shorter
 # retention could delete files that a running reader or writer still needs.
 MIN_VACUUM_RETENTION_HOURS = 168.0
+# The longest retention a job takes (a hundred years: "keep it"); longer ones overflow dates.
+MAX_RETENTION_SECONDS = 100 * 365 * 86400.0
 # A day: an incomplete fragment set that has waited this long in the open state is
 # quarantined, however the stream moves (a stalled stream does not hold it forever).
 MAX_PENDING_WALL_SECONDS = 86400.0
@@ -102,31 +107,45 @@ def delta_spark_conf(jars: Sequence[str] | None = None) -> dict[str, str]:
 JARS_MANIFEST = "delta-jars.txt"
 
 
+# The manifest's first line names the package its jars were resolved for: after an upgrade
+# (another DELTA_PACKAGE) the old jars are not taken, though they are still in the cache.
+_MANIFEST_HEADER = f"# {DELTA_PACKAGE}"
+# Longest a resolution may take before the waiting tasks give up on it.
+RESOLVE_TIMEOUT_SECONDS = 1800
+
+
 def resolved_jars() -> list[str] | None:
     """Delta's jars as resolved once into the cache (one local path per line of
-    ``$AIRFLOW_CDC_CACHE/delta-jars.txt``), or None when they are not all there."""
+    ``$AIRFLOW_CDC_CACHE/delta-jars.txt``, after a line naming :data:`DELTA_PACKAGE`), or
+    None when they are not all there or were resolved for another package."""
     try:
-        paths = (cache_dir() / JARS_MANIFEST).read_text(encoding="utf-8").split("\n")
+        lines = (cache_dir() / JARS_MANIFEST).read_text(encoding="utf-8").split("\n")
     except FileNotFoundError:
         return None
-    paths = [p for p in paths if p]
+    if not lines or lines[0] != _MANIFEST_HEADER:
+        return None
+    paths = [p for p in lines[1:] if p]
     if paths and all(Path(p).is_file() for p in paths):
         return paths
     return None
 
 
 def write_jars_manifest(jars: Sequence[str]) -> Path:
-    """Record ``jars`` (local paths) as the resolved jars, atomically."""
+    """Record ``jars`` (local paths) as the resolved jars of :data:`DELTA_PACKAGE`,
+    atomically."""
     manifest = cache_dir() / JARS_MANIFEST
     manifest.parent.mkdir(parents=True, exist_ok=True)
     partial = manifest.with_name(f".{manifest.name}.{os.getpid()}")
-    partial.write_text("".join(f"{p}\n" for p in jars), encoding="utf-8")
+    text = "".join(f"{line}\n" for line in (_MANIFEST_HEADER, *jars))
+    partial.write_text(text, encoding="utf-8")
     os.replace(partial, manifest)
     return manifest
 
 
-def ensure_jars() -> list[str]:
-    """Delta's jars as local files, resolving them first if the cache lacks them.
+def ensure_jars() -> list[str] | None:
+    """Delta's jars as local files, resolving them first if the cache lacks them; None when
+    this machine cannot resolve them (no pyspark here, a failed or hung resolution): the
+    submit then names the package and spark-submit resolves it, as without a cache.
 
     Resolution runs once per machine: ``make setup`` (or ``python -m spark_jobs.session
     --resolve-jars``) does it at install time; otherwise the first task to need them resolves
@@ -142,18 +161,24 @@ def ensure_jars() -> list[str]:
         fcntl.flock(held, fcntl.LOCK_EX)
         jars = resolved_jars()
         if jars is None:
-            subprocess.run(
-                [sys.executable, "-m", "spark_jobs.session", "--resolve-jars"],
-                check=True,
-                env={**os.environ, "AIRFLOW_CDC_CACHE": str(cache_dir())},
-                stdout=subprocess.DEVNULL,
-            )
+            try:
+                subprocess.run(
+                    [sys.executable, "-m", "spark_jobs.session", "--resolve-jars"],
+                    check=True,
+                    env={**os.environ, "AIRFLOW_CDC_CACHE": str(cache_dir())},
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.PIPE,
+                    timeout=RESOLVE_TIMEOUT_SECONDS,
+                )
+            except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as err:
+                log.warning(
+                    "Delta's jars did not resolve into %s (%s); spark-submit resolves the"
+                    " package itself",
+                    cache_dir(),
+                    err,
+                )
+                return None
             jars = resolved_jars()
-    if not jars:
-        raise RuntimeError(
-            f"Delta's jars did not resolve into {cache_dir()}: run"
-            " `python -m spark_jobs.session --resolve-jars` and read its output"
-        )
     return jars
 
 

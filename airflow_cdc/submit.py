@@ -45,7 +45,7 @@ def job_spec(
     stats_file: str,
     job_args: Sequence[str] = (),
     library: str,
-    jars: Sequence[str] = (),
+    jars: Sequence[str] | None = None,
     spark_conf: Mapping[str, str] | None = None,
     env_vars: Mapping[str, str] | None = None,
     local_python: bool = True,
@@ -66,7 +66,11 @@ def job_spec(
     if local_python:
         conf["spark.pyspark.python"] = sys.executable
         conf["spark.pyspark.driver.python"] = sys.executable
-    conf.update(spark_conf or {})
+    extra = dict(spark_conf or {})
+    if jars and extra.get("spark.jars"):
+        # The user's jars (hadoop-aws, say) beside Delta's, not instead of them.
+        extra["spark.jars"] = f"{conf['spark.jars']},{extra['spark.jars']}"
+    conf.update(extra)
     args = [
         "--warehouse",
         warehouse,

@@ -6,6 +6,7 @@ import argparse
 import datetime as dt
 import json
 import logging
+import math
 import os
 import random
 import re
@@ -146,16 +147,19 @@ def add_table_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--default-schema", default="public")
 
 
-def at_least(minimum: float, unit: str) -> Callable[[str], float]:
-    """An argument type: a number of ``unit`` no smaller than ``minimum``."""
+def at_least(minimum: float, unit: str, most: float | None = None) -> Callable[[str], float]:
+    """An argument type: a finite number of ``unit`` no smaller than ``minimum`` (and no
+    larger than ``most``)."""
 
     def parse(value: str) -> float:
         try:
             number = float(value)
         except ValueError:
             number = float("nan")
-        if not number >= minimum:
+        if not number >= minimum or not math.isfinite(number):
             raise argparse.ArgumentTypeError(f"must be >= {minimum} {unit}, got {value!r}")
+        if most is not None and number > most:
+            raise argparse.ArgumentTypeError(f"must be <= {most} {unit}, got {value!r}")
         return number
 
     return parse

@@ -53,7 +53,7 @@ from pyspark.sql import functions as F
 from airflow_cdc.core.ddl import parse_tables
 from airflow_cdc.core.exceptions import ResolvedTimestampUnavailable
 from airflow_cdc.core.resolved_state import parse_state
-from airflow_cdc.jobs import MIN_VACUUM_RETENTION_HOURS
+from airflow_cdc.jobs import MAX_RETENTION_SECONDS, MIN_VACUUM_RETENTION_HOURS
 from spark_jobs import ledger
 from spark_jobs.common import (
     PROGRESS,
@@ -233,7 +233,27 @@ def expired_records(
     over = F.when(quarantined, F.col("decided_at") < F.lit(now - held_for)).otherwise(
         (F.col("status") != ledger.PENDING) & (F.col("decided_at") < F.lit(now - final_for))
     )
-    return status.where(over).select("record_id", "batch_id").localCheckpoint()
+    expired = status.where(over).select("record_id", "batch_id")
+    # A record the open state still holds (an open fragment set, a held change) stays
+    # whatever its ledger says: an apply that died before rewriting the open state is
+    # re-run against the ledger, which must still name the record's outcome.
+    for carried in open_records(ctx, source):
+        expired = expired.join(carried, "record_id", "left_anti")
+    return expired.localCheckpoint()
+
+
+def open_records(ctx: JobContext, source: str) -> list[DataFrame]:
+    """``record_id`` of every record in the source's open state (``_cdc/pending``,
+    ``_cdc/held``)."""
+    frames = []
+    wh = ctx.warehouse
+    if table_exists(ctx.spark, wh.pending):
+        pending = ctx.spark.read.format("delta").load(wh.pending)
+        frames.append(pending.where(F.col("source") == source).select("record_id"))
+    if table_exists(ctx.spark, wh.held):
+        held = ctx.spark.read.format("delta").load(wh.held).where(F.col("source") == source)
+        frames.append(held.select(F.explode("members.record_id").alias("record_id")))
+    return frames
 
 
 def delete_records(
@@ -349,7 +369,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     add_table_arguments(parser)
     parser.add_argument(
         "--tombstone-retention-seconds",
-        type=at_least(0.0, "seconds"),
+        type=at_least(0.0, "seconds", MAX_RETENTION_SECONDS),
         default=86400.0,
         help="how long past the resolved timestamp tombstones are kept",
     )
@@ -361,20 +381,20 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     parser.add_argument(
         "--raw-retention-seconds",
-        type=at_least(0.0, "seconds"),
+        type=at_least(0.0, "seconds", MAX_RETENTION_SECONDS),
         default=RAW_RETENTION_SECONDS,
         help="a landed record whose outcome has been final this long leaves the raw table,"
         " the quarantine and the ledger",
     )
     parser.add_argument(
         "--quarantine-retention-seconds",
-        type=at_least(0.0, "seconds"),
+        type=at_least(0.0, "seconds", MAX_RETENTION_SECONDS),
         default=QUARANTINE_RETENTION_SECONDS,
         help="a quarantined record never replayed is kept this long",
     )
     parser.add_argument(
         "--cut-retention-seconds",
-        type=at_least(0.0, "seconds"),
+        type=at_least(0.0, "seconds", MAX_RETENTION_SECONDS),
         default=CUT_RETENTION_SECONDS,
         help="every table version that a consistent cut published this recently references"
         " stays readable (VACUUM and the Delta log keep it)",

@@ -6,7 +6,7 @@ import argparse
 import json
 import os
 import sys
-from urllib.parse import urlparse
+from urllib.parse import unquote, urlparse
 
 from pyspark.sql import SparkSession
 
@@ -56,7 +56,9 @@ def main() -> None:
     if args.resolve_jars:
         spark = get_session("airflow-cdc-setup", master="local[1]", resolve=True)
         jars = spark.sparkContext.getConf().get("spark.jars") or ""
-        files = [urlparse(j).path if j.startswith("file:") else j for j in jars.split(",") if j]
+        files = [
+            unquote(urlparse(j).path) if j.startswith("file:") else j for j in jars.split(",") if j
+        ]
         manifest = write_jars_manifest(files)
         print(f"Delta's {len(files)} jars resolved ({manifest}); Spark", spark.version)
         spark.stop()

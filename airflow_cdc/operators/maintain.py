@@ -8,7 +8,7 @@ from typing import Any
 from airflow.sdk import Context
 
 from airflow_cdc.core.ddl import parse_tables
-from airflow_cdc.jobs import MIN_VACUUM_RETENTION_HOURS, check_source
+from airflow_cdc.jobs import MAX_RETENTION_SECONDS, MIN_VACUUM_RETENTION_HOURS, check_source
 from airflow_cdc.operators.base import SparkJobOperator
 
 
@@ -76,8 +76,11 @@ class CdcMaintenanceOperator(SparkJobOperator):
             "quarantine_retention_seconds",
             "cut_retention_seconds",
         ):
-            if not getattr(self, name) >= 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
+            if not 0 <= getattr(self, name) <= MAX_RETENTION_SECONDS:
+                raise ValueError(
+                    f"{name} must be >= 0 and <= {MAX_RETENTION_SECONDS:.0f} (a hundred years),"
+                    f" got {getattr(self, name)!r}"
+                )
         if not self.vacuum_retention_hours >= MIN_VACUUM_RETENTION_HOURS:
             raise ValueError(
                 f"vacuum_retention_hours must be >= {MIN_VACUUM_RETENTION_HOURS} (Delta's"

@@ -234,6 +234,10 @@ def test_maintenance_arguments_and_delta_safety_floor() -> None:
         CdcMaintenanceOperator(
             task_id="m", warehouse="/wh", source="src", ddl=ddl, quarantine_retention_seconds=-5
         ).job_args({})
+    with pytest.raises(ValueError, match="raw_retention_seconds must be >= 0 and <="):
+        CdcMaintenanceOperator(
+            task_id="m", warehouse="/wh", source="src", ddl=ddl, raw_retention_seconds=float("inf")
+        ).job_args({})
     with pytest.raises(ValueError, match="cut_retention_seconds must be >= 0"):
         CdcMaintenanceOperator(
             task_id="m", warehouse="/wh", source="src", ddl=ddl, cut_retention_seconds=-1
