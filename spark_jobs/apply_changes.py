@@ -142,8 +142,13 @@ def open_state(ctx: JobContext, source: str, held: DataFrame | None = None) -> D
     done = final_ids(ctx, source, batches)
     if done is not None:
         state = state.join(done, "record_id", "left_anti")
-    if held is not None:
-        state = state.join(cutting.member_ids(held), "record_id", "left_anti")
+    if held is not None:  # open rows only: a settled set's closed marker stays
+        members = cutting.member_ids(held).withColumn("_held", F.lit(True))
+        state = (
+            state.join(members, "record_id", "left")
+            .where(F.col("_held").isNull() | (F.col("state") != reassemble.OPEN))
+            .drop("_held")
+        )
     return state
 
 
@@ -338,20 +343,27 @@ def hold_changes(
     if holding.before is not None:
         changes = changes.unionByName(cutting.from_held(holding.before))
         payloads.append(cutting.held_payloads(holding.before))
-    ready, held = cutting.split(changes, cut)
+    if cut is cutting.NO_CUT:
+        ready, held = changes, changes.limit(0)
+    else:
+        ready, held = cutting.split(changes, cut)
     fresh = held
     if holding.before is not None:
         fresh = held.join(holding.before.select("record_id"), "record_id", "left_anti")
     outcomes.status(cutting.hold_statuses(fresh, cut))
     holding.rows = cutting.to_held(held, union_all(payloads), source, now)
-    if not cut.forward:
+    if not cut.forward and cut is not cutting.NO_CUT:
+        if cut.blocked_by:
+            why = f"earlier batches {list(cut.blocked_by)} have undecided records"
+        elif cut.at is None:
+            why = "this batch's landing left no resolved timestamp"
+        else:
+            why = f"it does not pass the newest published cut {cut.published}"
         log.info(
-            "cut of %s at %s does not pass the newest published cut %s: no table changes, "
-            "nothing is published; %s",
+            "no cut of %s at %s: %s; no table changes, nothing published, changes held",
             source,
             cut.at,
-            cut.published,
-            "the source has no resolved timestamp yet" if cut.at is None else "changes held",
+            why,
         )
     return ready, cutting.late(cut)
 
@@ -386,8 +398,12 @@ def run(ctx: JobContext, args: Any) -> dict[str, Any]:
     if args.cut_at is not None:
         cut = cutting.decide(ctx, source, args.format, args.cut_at, args.interval_start)
         holding = Holding(cut, cutting.read_held(ctx, source))
-        if holding.before is not None:
-            todo = todo.join(cutting.member_ids(holding.before), "record_id", "left_anti")
+    else:  # no cut: changes a run with a cut held are applied now, and the held rows go
+        held = cutting.read_held(ctx, source)
+        if held is not None:
+            holding = Holding(cutting.NO_CUT, held)
+    if holding is not None and holding.before is not None:
+        todo = todo.join(cutting.member_ids(holding.before), "record_id", "left_anti")
     record_limits = RecordLimits(args.max_fragments_per_image, args.max_number_length)
     parsed = parse_records(todo, args.format, record_limits).localCheckpoint()
     record_outcomes(parsed, outcomes)
@@ -425,7 +441,7 @@ def run(ctx: JobContext, args: Any) -> dict[str, Any]:
         for r in parsed.groupBy("rtype").agg(F.count(F.lit(1)).alias("n")).collect()
     }
     commit_bookkeeping(ctx, source, outcomes, settlement.state, holding)
-    if holding is not None:
+    if holding is not None and holding.cut is not cutting.NO_CUT:
         stats["cut"] = publish_cut(ctx, source, holding, specs)
     stats["accounting"] = ledger.accounting(
         ctx.spark, batch_records(ctx, source), ctx.warehouse.ledger, source, ctx.batch_id

@@ -36,10 +36,11 @@ from airflow_cdc.core.ddl import TableSpec
 from airflow_cdc.core.exceptions import ResolvedTimestampUnavailable
 from airflow_cdc.core.formats import IN_BAND_RESOLVED
 from airflow_cdc.core.formats.common import UNORDERED
+from airflow_cdc.core.resolved import ShardProgress, resolved_timestamp
 from airflow_cdc.core.resolved_state import parse_state
 from airflow_cdc.jobs import published_cut_path
 from spark_jobs import ledger
-from spark_jobs.common import JobContext, read_text, write_text
+from spark_jobs.common import PROGRESS, RECORD, JobContext, read_text, write_text
 from spark_jobs.ledger import PENDING
 from spark_jobs.parse import IMAGE, PARSED_COLUMNS
 from spark_jobs.schemas import struct
@@ -65,6 +66,7 @@ class Cut:
     interval_end: dt.datetime
     heuristic: bool
     published: dt.datetime | None  # the newest cut published before this run
+    blocked_by: tuple[str, ...] = ()  # earlier batches with undecided records
 
     @property
     def forward(self) -> bool:
@@ -79,7 +81,12 @@ class Cut:
             "heuristic": self.heuristic,
             "published_before": _iso(self.published),
             "forward": self.forward,
+            "blocked_by": list(self.blocked_by),
         }
+
+
+# A run without a cut: every held change is applied, and nothing is published.
+NO_CUT = Cut(None, None, dt.datetime.max.replace(tzinfo=dt.UTC), heuristic=True, published=None)
 
 
 def _iso(value: dt.datetime | None) -> str | None:
@@ -90,6 +97,109 @@ def _utc(value: dt.datetime) -> dt.datetime:
     return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
 
 
+def from_spark(value: dt.datetime | None) -> dt.datetime | None:
+    """A TIMESTAMP collected from Spark: PySpark gives it naive, in this process's local
+    time zone (not the session's)."""
+    if value is None:
+        return None
+    return value.astimezone(dt.UTC)
+
+
+def _micros(value: dt.datetime) -> int:
+    return int(value.timestamp() * 1_000_000)
+
+
+def batch_resolved(ctx: JobContext, source: str) -> dt.datetime | None:
+    """The resolved timestamp as the landing run of this batch left it: every change
+    committed before it was landed in this batch or an earlier one.
+
+    The source's state file holds the newest landing run's; when a later batch has landed
+    since, this batch's own checkpoint rows (its shards' horizons) give it, less the lateness
+    that the newest run subtracted (its shards' horizons against its resolved timestamp)."""
+    text = read_text(ctx, ctx.warehouse.resolved_file(source))
+    if text is None:
+        return None
+    try:
+        newest = parse_state(text)
+    except ResolvedTimestampUnavailable as err:
+        log.warning("no cut for %s: %s", source, err)
+        return None
+    state = json.loads(text)
+    if state.get("batch_id") == ctx.batch_id:
+        return newest
+    shards = [
+        ShardProgress(
+            shard,
+            _micros(_utc(dt.datetime.fromisoformat(v["horizon_ts"])))
+            if v.get("horizon_ts")
+            else None,
+            bool(v.get("closed")),
+        )
+        for shard, v in state.get("shards", {}).items()
+    ]
+    before = resolved_timestamp(shards, 0)
+    if before is None:
+        return None
+    lateness = max(0, before - _micros(newest))
+    rows = (
+        ctx.spark.read.format("delta")
+        .load(ctx.warehouse.raw)
+        .where(
+            (F.col("source") == source)
+            & (F.col("batch_id") == ctx.batch_id)
+            & (F.col("kind") == PROGRESS)
+        )
+        .select(
+            "shard_id", F.unix_micros("horizon_ts").alias("horizon"), "shard_closed", "land_seq"
+        )
+        .collect()
+    )
+    if not rows:
+        return None  # nothing landed in this batch: no cut can be vouched for
+    last = max(r["land_seq"] for r in rows)
+    progress = [
+        ShardProgress(r["shard_id"], r["horizon"], bool(r["shard_closed"]))
+        for r in rows
+        if r["land_seq"] == last
+    ]
+    resolved = resolved_timestamp(progress, lateness)
+    if resolved is None:
+        return None
+    return dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(microseconds=resolved)
+
+
+def unfinished_batches(ctx: JobContext, source: str) -> list[str]:
+    """Earlier batches of the source, landed after the newest published cut's batch, that
+    still have records no run has decided: a cut must not pass them."""
+    wh = ctx.warehouse
+    since = None
+    if DeltaTable.isDeltaTable(ctx.spark, wh.cuts):
+        row = (
+            ctx.spark.read.format("delta")
+            .load(wh.cuts)
+            .where(F.col("source") == source)
+            .orderBy(F.col("cut_at").desc())
+            .select("batch_id")
+            .first()
+        )
+        since = None if row is None else row[0]
+    between = (
+        (F.col("source") == source) & (F.col("batch_id") < ctx.batch_id) & (F.col("kind") == RECORD)
+    )
+    if since is not None:
+        between = between & (F.col("batch_id") > since)
+    records = (
+        ctx.spark.read.format("delta").load(wh.raw).where(between).select("record_id", "batch_id")
+    )
+    if DeltaTable.isDeltaTable(ctx.spark, wh.ledger):
+        decided = ctx.spark.read.format("delta").load(wh.ledger).where(F.col("source") == source)
+        if since is not None:
+            decided = decided.where(F.col("batch_id") > since)
+        decided = decided.where(F.col("batch_id") < ctx.batch_id).select("record_id", "batch_id")
+        records = records.join(decided, ["record_id", "batch_id"], "left_anti")
+    return sorted(r[0] for r in records.select("batch_id").distinct().collect())
+
+
 def decide(
     ctx: JobContext,
     source: str,
@@ -97,22 +207,26 @@ def decide(
     interval_end: dt.datetime,
     interval_start: dt.datetime | None,
 ) -> Cut:
-    """The run's cut: the source's resolved timestamp as its landing runs recorded it, capped
-    by ``interval_end``."""
-    resolved = None
-    text = read_text(ctx, ctx.warehouse.resolved_file(source))
-    if text is not None:
-        try:
-            resolved = parse_state(text)
-        except ResolvedTimestampUnavailable as err:
-            log.warning("no cut for %s: %s", source, err)
+    """The run's cut: the resolved timestamp this batch's landing left
+    (:func:`batch_resolved`), capped by ``interval_end``; no cut while an earlier batch has
+    records no run has decided (:func:`unfinished_batches`)."""
+    resolved = batch_resolved(ctx, source)
     at = None if resolved is None else min(resolved, _utc(interval_end))
+    blocked = unfinished_batches(ctx, source) if at is not None else []
+    if blocked:
+        log.warning(
+            "no cut for %s: earlier batches %s have records no run has decided (re-run them)",
+            source,
+            blocked,
+        )
+        at = None
     return Cut(
         at=at,
         interval_start=None if interval_start is None else _utc(interval_start),
         interval_end=_utc(interval_end),
         heuristic=fmt not in IN_BAND_RESOLVED,
         published=newest_published(ctx, source),
+        blocked_by=tuple(blocked),
     )
 
 
@@ -128,7 +242,7 @@ def newest_published(ctx: JobContext, source: str) -> dt.datetime | None:
         .agg(F.max("cut_at"))
         .first()
     )
-    return None if row is None or row[0] is None else _utc(row[0])
+    return None if row is None else from_spark(row[0])
 
 
 # --- the held changes: open state ---------------------------------------------------------
@@ -265,12 +379,13 @@ def hold_statuses(held: DataFrame, cut: Cut) -> DataFrame:
 
 
 def late(cut: Cut) -> Column | None:
-    """Whether a decoded change (``_cdc_commit_ts``) lies below the published cut."""
+    """Whether a decoded change (``_cdc_commit_ts``) lies below the published cut (a change
+    without a commit time, ``UNORDERED``, is never late: nothing places it in time)."""
     if cut.published is None:
         return None
-    return F.coalesce(
-        F.col("_cdc_commit_ts") < F.lit(cut.published).cast("timestamp"), F.lit(False)
-    )
+    timed = ~F.coalesce(F.col("_cdc_sequence").startswith(UNORDERED), F.lit(False))
+    below = F.col("_cdc_commit_ts") < F.lit(cut.published).cast("timestamp")
+    return F.coalesce(timed & below, F.lit(False))
 
 
 # --- publishing ---------------------------------------------------------------------------

@@ -71,6 +71,7 @@ from spark_jobs.common import (
     table_exists,
     write_stats,
 )
+from spark_jobs.cut import from_spark
 
 JOB_NAME = "maintain"
 JOB_VERSION = "1.2.0"
@@ -155,18 +156,19 @@ def retained_cuts(
     path = ctx.warehouse.cuts
     if not table_exists(ctx.spark, path):
         return RetainedCuts(None, {})
-    cuts = (
-        ctx.spark.read.format("delta")
-        .load(path)
-        .where((F.col("source") == source) & (F.col("published_at") >= F.lit(now - retention)))
+    mine = ctx.spark.read.format("delta").load(path).where(F.col("source") == source)
+    newest = mine.agg(F.max("cut_at")).first()
+    # The newest cut stays whatever its age: it is what the sensor hands out.
+    kept = F.col("published_at") >= F.lit(now - retention)
+    if newest is not None and newest[0] is not None:
+        kept = kept | (F.col("cut_at") == F.lit(newest[0]))
+    rows = (
+        mine.where(kept).select("cut_at", F.explode("tables").alias("table", "version")).collect()
     )
-    rows = cuts.select("cut_at", F.explode("tables").alias("table", "version")).collect()
-    oldest = min((r["cut_at"] for r in rows), default=None)
+    oldest = from_spark(min((r["cut_at"] for r in rows), default=None))
     versions: dict[str, int] = {}
     for row in rows:
         versions[row["table"]] = min(versions.get(row["table"], row["version"]), row["version"])
-    if oldest is not None and oldest.tzinfo is None:
-        oldest = oldest.replace(tzinfo=dt.UTC)
     return RetainedCuts(oldest, versions)
 
 
@@ -185,8 +187,7 @@ def version_time(ctx: JobContext, path: str, version: int) -> dt.datetime | None
     row = history.where(F.col("version") == version).select("timestamp").first()
     if row is None:
         return None
-    stamp: dt.datetime = row[0]
-    return stamp if stamp.tzinfo else stamp.replace(tzinfo=dt.UTC)
+    return from_spark(row[0])
 
 
 def keep_log(ctx: JobContext, path: str, retention: dt.timedelta) -> None:

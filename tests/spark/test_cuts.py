@@ -340,13 +340,22 @@ def test_runs_killed_before_holding_and_before_publishing_are_finished_by_their_
             *("--ddl", DDL, "--cut-at", cut.isoformat()),
         )
 
-    # Dead between the two tables' commits: nothing is published.
+    # The second batch first: the first has records no run has decided, so no cut may pass
+    # them: nothing is applied or published, and the batch's changes are held.
+    blocked = apply(warehouse, "b2", at(2, 0))
+    assert blocked["cut"]["blocked_by"] == ["b1"] and "published" not in blocked["cut"]
+    assert blocked["accounting"]["pending"] == 2 and balanced(blocked)
+
+    # Dead between the two tables' commits: nothing is published. Its re-run cuts at 01:00
+    # by the first batch's own landing (a later one has landed since), and applies the
+    # held change of the second batch committed before it.
     killed("b1", at(1, 0), "apply:after_merge")
     assert published_cut(warehouse, "cdc") is None
     one = apply(warehouse, "b1", at(1, 0))
-    assert tables_at(spark, warehouse) == state_as_of(CHANGES, at(1, 0))
+    assert one["cut"]["published"]["cut_at"] == at(1, 0).isoformat()
+    assert tables_at(spark, warehouse) == state_as_of(CHANGES + LATER, at(1, 0))
     assert one["accounting"]["pending"] == 3 and balanced(one)
-    assert spark.read.format("delta").load(f"{warehouse}/_cdc/held").count() == 3
+    assert spark.read.format("delta").load(f"{warehouse}/_cdc/held").count() == 4
 
     # Dead after the ledger, before the held changes; then, on its retry, after every table
     # and the bookkeeping committed, before the publish: the next re-run publishes the cut
