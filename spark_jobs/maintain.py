@@ -72,6 +72,7 @@ from spark_jobs.common import (
     write_stats,
 )
 from spark_jobs.cut import from_spark
+from spark_jobs.reassemble import OPEN
 
 JOB_NAME = "maintain"
 JOB_VERSION = "1.2.0"
@@ -244,13 +245,15 @@ def expired_records(
 
 
 def open_records(ctx: JobContext, source: str) -> list[DataFrame]:
-    """``record_id`` of every record in the source's open state (``_cdc/pending``,
-    ``_cdc/held``)."""
+    """``record_id`` of every record in the source's open state (the open fragment sets of
+    ``_cdc/pending``, the members of ``_cdc/held``)."""
     frames = []
     wh = ctx.warehouse
     if table_exists(ctx.spark, wh.pending):
         pending = ctx.spark.read.format("delta").load(wh.pending)
-        frames.append(pending.where(F.col("source") == source).select("record_id"))
+        # Open rows only: a closed marker's record is final, and only recognizes redeliveries.
+        is_open = (F.col("source") == source) & (F.col("state") == OPEN)
+        frames.append(pending.where(is_open).select("record_id"))
     if table_exists(ctx.spark, wh.held):
         held = ctx.spark.read.format("delta").load(wh.held).where(F.col("source") == source)
         frames.append(held.select(F.explode("members.record_id").alias("record_id")))

@@ -271,9 +271,10 @@ def test_records_the_open_state_still_holds_never_expire(spark: Any, warehouse: 
     spark.createDataFrame(entries, ledger.LEDGER_SCHEMA).write.format("delta").save(
         f"{warehouse}/_cdc/ledger"
     )
-    spark.createDataFrame([("fragment", "src")], "record_id STRING, source STRING").write.format(
-        "delta"
-    ).save(f"{warehouse}/_cdc/pending")
+    spark.createDataFrame(
+        [("fragment", "open", "src"), ("done", "complete", "src")],  # a closed marker
+        "record_id STRING, state STRING, source STRING",
+    ).write.format("delta").save(f"{warehouse}/_cdc/pending")
     spark.createDataFrame(
         [("main", [("held", "b1")], "src")],
         "record_id STRING, members ARRAY<STRUCT<record_id: STRING, batch_id: STRING>>,"
