@@ -51,7 +51,7 @@ from spark_jobs.common import (
     start,
     write_stats,
 )
-from spark_jobs.ledger import CONTROL, PENDING, QUARANTINED, Outcomes, union_all
+from spark_jobs.ledger import CONTROL, QUARANTINED, Outcomes, union_all
 from spark_jobs.parse import parse_records
 
 log = logging.getLogger("airflow_cdc.jobs")
@@ -116,10 +116,7 @@ def batch_records(ctx: JobContext, source: str) -> DataFrame:
 
 def final_ids(ctx: JobContext, source: str, batches: list[str]) -> DataFrame | None:
     """Records of ``batches`` whose outcome an earlier run already made final."""
-    entries = ledger.read_partitions(ctx.spark, ctx.warehouse.ledger, source, batches)
-    if entries is None:
-        return None
-    return ledger.current_status(entries).where(F.col("status") != PENDING).select("record_id")
+    return ledger.final_ids(ctx.spark, ctx.warehouse.ledger, source, batches)
 
 
 def open_state(ctx: JobContext, source: str, held: DataFrame | None = None) -> DataFrame:

@@ -42,14 +42,13 @@ from airflow_cdc.jobs import published_cut_path
 from spark_jobs import ledger
 from spark_jobs.common import PROGRESS, RECORD, JobContext, read_text, write_text
 from spark_jobs.ledger import PENDING
-from spark_jobs.parse import IMAGE, PARSED_COLUMNS
+from spark_jobs.parse import PARSED_COLUMNS, TEXT_FIELDS, from_text
 from spark_jobs.schemas import struct
 
 log = logging.getLogger("airflow_cdc.jobs")
 
 MEMBERS = "ARRAY<STRUCT<record_id: STRING, batch_id: STRING>>"
 PAYLOADS = "ARRAY<STRUCT<record_id: STRING, payload: STRING>>"
-_TEXT = ("before", "after", "key")
 CUTS_SCHEMA = struct(
     "cut_at TIMESTAMP, interval_start TIMESTAMP, interval_end TIMESTAMP, heuristic BOOLEAN,"
     " tables MAP<STRING, BIGINT>, locations MAP<STRING, STRING>, batch_id STRING,"
@@ -261,10 +260,9 @@ def read_held(ctx: JobContext, source: str) -> DataFrame | None:
         return None
     members = held.select(F.explode("members").alias("m")).select("m.record_id", "m.batch_id")
     batches = [r[0] for r in members.select("batch_id").distinct().collect()]
-    entries = ledger.read_partitions(ctx.spark, ctx.warehouse.ledger, source, batches)
-    if entries is not None:
-        final = ledger.current_status(entries).where(F.col("status") != PENDING)
-        held = held.join(final.select("record_id"), "record_id", "left_anti")
+    final = ledger.final_ids(ctx.spark, ctx.warehouse.ledger, source, batches)
+    if final is not None:
+        held = held.join(final, "record_id", "left_anti")
     return held
 
 
@@ -277,10 +275,8 @@ def from_held(held: DataFrame) -> DataFrame:
     """Held rows in the change shape (images back as maps; payloads stay in ``payloads``)."""
     return held.select(
         *[
-            F.from_json(F.col(f"{c}_json"), IMAGE).alias(c)
-            if c in ("before", "after")
-            else F.try_parse_json(F.col("key_json")).alias("key")
-            if c == "key"
+            from_text(c)
+            if c in TEXT_FIELDS
             else F.lit(None).cast("string").alias(c)
             if c == "payload"
             else F.col(c)
@@ -313,7 +309,7 @@ def to_held(changes: DataFrame, payloads: DataFrame, source: str, now: dt.dateti
     )
     return changes.join(member_payloads, "record_id", "left").select(
         *[
-            F.to_json(F.col(c)).alias(f"{c}_json") if c in _TEXT else F.col(c)
+            F.to_json(F.col(c)).alias(f"{c}_json") if c in TEXT_FIELDS else F.col(c)
             for c in PARSED_COLUMNS
             if c != "payload"
         ],

@@ -153,6 +153,15 @@ def current_status(entries: DataFrame) -> DataFrame:
     return entries.withColumn("_n", F.row_number().over(newest)).where(F.col("_n") == 1).drop("_n")
 
 
+def final_ids(spark: SparkSession, path: str, source: str, batches: list[str]) -> DataFrame | None:
+    """``record_id`` of the records of ``batches`` whose outcome is final (anything but
+    ``pending``); ``None`` if there is no ledger or no batch."""
+    entries = read_partitions(spark, path, source, batches)
+    if entries is None:
+        return None
+    return current_status(entries).where(F.col("status") != PENDING).select("record_id")
+
+
 def accounting(
     spark: SparkSession, raw: DataFrame, ledger_path: str, source: str, batch_id: str
 ) -> dict[str, Any]:

@@ -71,7 +71,7 @@ from spark_jobs.common import (
     table_exists,
     write_stats,
 )
-from spark_jobs.cut import from_spark
+from spark_jobs.cut import from_spark, member_ids
 from spark_jobs.reassemble import OPEN
 
 JOB_NAME = "maintain"
@@ -256,7 +256,7 @@ def open_records(ctx: JobContext, source: str) -> list[DataFrame]:
         frames.append(pending.where(is_open).select("record_id"))
     if table_exists(ctx.spark, wh.held):
         held = ctx.spark.read.format("delta").load(wh.held).where(F.col("source") == source)
-        frames.append(held.select(F.explode("members.record_id").alias("record_id")))
+        frames.append(member_ids(held))
     return frames
 
 

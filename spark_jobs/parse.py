@@ -91,6 +91,18 @@ _INT64 = 2**63
 SEQUENCE_DIGITS = 20
 
 
+# The parsed fields that are kept as JSON text (``<name>_json``) outside the parsed shape.
+TEXT_FIELDS = ("before", "after", "key")
+
+
+def from_text(name: str) -> Column:
+    """A field of :data:`TEXT_FIELDS` back from its JSON text column: images as maps of
+    VARIANT values, the key as a VARIANT."""
+    if name == "key":
+        return F.try_parse_json(F.col("key_json")).alias("key")
+    return F.from_json(F.col(f"{name}_json"), IMAGE).alias(name)
+
+
 def parse_records(raw: DataFrame, fmt: str, record_limits: RecordLimits | None = None) -> DataFrame:
     """Landed record rows (``RAW_COLUMNS``) -> ``PARSED_COLUMNS``, one row per record, each
     held to ``record_limits``."""
@@ -479,16 +491,7 @@ def parse_with_core(records: DataFrame, fmt: str, record_limits: RecordLimits) -
             F.col("seq_key").alias("position"),
         ),
         "record_id",
-    ).select(
-        *[
-            F.from_json(F.col(f"{c}_json"), IMAGE).alias(c)
-            if c in ("before", "after")
-            else F.try_parse_json("key_json").alias("key")
-            if c == "key"
-            else F.col(c)
-            for c in PARSED_COLUMNS
-        ]
-    )
+    ).select(*[from_text(c) if c in TEXT_FIELDS else F.col(c) for c in PARSED_COLUMNS])
 
 
 def _parsed_row(parse: Any, row: dict[str, Any]) -> dict[str, Any]:

@@ -28,7 +28,7 @@ from pyspark.sql import functions as F
 from airflow_cdc.core.events import ChunkRef, Fragment
 from airflow_cdc.core.reassembly import COMPLETE, FAILED, assemble
 from spark_jobs.ledger import DUPLICATE, PENDING, union_all
-from spark_jobs.parse import CHUNK_REFS, IMAGE, PARSED_COLUMNS
+from spark_jobs.parse import CHUNK_REFS, PARSED_COLUMNS, TEXT_FIELDS, from_text
 from spark_jobs.schemas import struct
 
 OPEN = "open"
@@ -114,10 +114,8 @@ def from_state(state: DataFrame) -> DataFrame:
     """Open-state rows in the parsed shape (``PARSED_COLUMNS``)."""
     return state.select(
         *[
-            F.from_json(F.col(f"{c}_json"), IMAGE).alias(c)
-            if c in _IMAGES
-            else F.try_parse_json(F.col("key_json")).alias("key")
-            if c == "key"
+            from_text(c)
+            if c in TEXT_FIELDS
             else F.lit(None).cast("string").alias(c)
             if c in ("reason", "detail", "partition", "position")
             else F.col(c)
