@@ -35,7 +35,7 @@ from airflow_cdc.core.formats.common import (
     RecordLimits,
 )
 from airflow_cdc.jobs import MAX_PENDING_WALL_SECONDS
-from spark_jobs import apply, ledger, reassemble, resolve
+from spark_jobs import apply, ledger, reassemble, resolve, transactions
 from spark_jobs import cut as cutting
 from spark_jobs.common import (
     RECORD,
@@ -58,7 +58,7 @@ log = logging.getLogger("airflow_cdc.jobs")
 JOB_NAME = "apply_changes"
 # Formats whose every change names its schema: an empty schema names no declared table.
 NAMES_SCHEMAS = ("dsql",)
-JOB_VERSION = "2.3.0"
+JOB_VERSION = "2.4.0"
 
 
 @dataclass(frozen=True)
@@ -162,15 +162,20 @@ def buffer(parsed: DataFrame, state: DataFrame, source: str, now: dt.datetime) -
     return carried.unionByName(arrivals)
 
 
-def record_outcomes(parsed: DataFrame, outcomes: Outcomes) -> None:
-    """Quarantine what did not parse; control messages end as ``control``."""
+def record_outcomes(parsed: DataFrame, outcomes: Outcomes, tracking: bool = False) -> None:
+    """Quarantine what did not parse; control messages end as ``control`` (with ``tracking``,
+    a transaction's END event only once its transaction is applied: :mod:`spark_jobs.
+    transactions`)."""
     outcomes.quarantine(
         parsed.where(F.col("rtype") == "error").select(
             "record_id", "batch_id", "reason", "detail", "payload"
         )
     )
+    control = F.col("rtype") == "control"
+    if tracking:
+        control = control & ~transactions.is_end(parsed)
     outcomes.status(
-        parsed.where(F.col("rtype") == "control").select(
+        parsed.where(control).select(
             "record_id",
             "batch_id",
             F.lit(CONTROL).alias("status"),
@@ -273,6 +278,7 @@ class Holding:
     cut: cutting.Cut
     before: DataFrame | None  # held rows carried in (``_cdc/held``), if any
     rows: DataFrame | None = None  # held rows to carry out
+    tracking: transactions.Tracking | None = None  # a run that follows transactions
 
 
 def commit_bookkeeping(
@@ -303,6 +309,9 @@ def commit_bookkeeping(
     if holding is not None and holding.rows is not None:
         fault_point("apply_changes:before_held")
         cutting.write_held(ctx, source, holding.rows, holding.before is not None)
+    tracking = holding.tracking if holding is not None else None
+    if tracking is not None and tracking.carried_out is not None:
+        transactions.write_open(ctx, source, tracking.carried_out, tracking.carried_in is not None)
     fault_point("apply_changes:before_state")
     state = state.localCheckpoint()
     if state.isEmpty() and not _holds_state(ctx, source):
@@ -336,10 +345,12 @@ def hold_changes(
     """(the changes to apply now, the mark of late ones): the batch's changes and the held
     ones, split by the cut; what stays held is set aside in ``holding`` (its payloads with
     it), and the newly held changes' records are ``pending``."""
-    cut = holding.cut
     if holding.before is not None:
         changes = changes.unionByName(cutting.from_held(holding.before))
         payloads.append(cutting.held_payloads(holding.before))
+    if holding.tracking is not None:
+        changes = follow_transactions(changes, holding, outcomes, source)
+    cut = holding.cut
     if cut is cutting.NO_CUT:
         ready, held = changes, changes.limit(0)
     else:
@@ -354,6 +365,8 @@ def hold_changes(
             why = f"earlier batches {list(cut.blocked_by)} have undecided records"
         elif cut.at is None:
             why = "this batch's landing left no resolved timestamp"
+        elif cut.waiting_for:
+            why = f"transactions {list(cut.waiting_for)} are incomplete below it"
         else:
             why = f"it does not pass the newest published cut {cut.published}"
         log.info(
@@ -363,6 +376,39 @@ def hold_changes(
             why,
         )
     return ready, cutting.late(cut)
+
+
+def follow_transactions(
+    changes: DataFrame, holding: Holding, outcomes: Outcomes, source: str
+) -> DataFrame:
+    """The changes at their transactions' commit times, the cut lowered below any incomplete
+    transaction, and the END events settled (:mod:`spark_jobs.transactions`)."""
+    tracking = holding.tracking
+    assert tracking is not None
+    summary = transactions.assess(changes, tracking.open_ends, tracking.specs)
+    changes = transactions.stamp(changes, summary).localCheckpoint()
+    cut = holding.cut
+    if cut is not cutting.NO_CUT:
+        holding.cut = transactions.lower(cut, summary)
+        if holding.cut.at != cut.at:
+            log.info(
+                "cut of %s lowered from %s to %s: transactions %s are incomplete",
+                source,
+                cut.at,
+                holding.cut.at,
+                list(holding.cut.waiting_for),
+            )
+    settled = transactions.settle(
+        tracking.open_ends,
+        tracking.fresh,
+        summary,
+        holding.cut,
+        holding.cut is cutting.NO_CUT,
+        tracking.expire_before,
+    )
+    outcomes.status(settled.statuses)
+    tracking.carried_out = settled.carried
+    return changes
 
 
 def publish_cut(
@@ -397,15 +443,25 @@ def run(ctx: JobContext, args: Any) -> dict[str, Any]:
         holding = Holding(cut, cutting.read_held(ctx, source))
     else:  # no cut: changes a run with a cut held are applied now, and the held rows go
         held = cutting.read_held(ctx, source)
-        if held is not None:
+        if held is not None or args.transactions:
             holding = Holding(cutting.NO_CUT, held)
     if holding is not None and holding.before is not None:
         todo = todo.join(cutting.member_ids(holding.before), "record_id", "left_anti")
+    carried_ends = transactions.read_open(ctx, source) if args.transactions else None
+    if carried_ends is not None:
+        todo = todo.join(carried_ends.select("record_id"), "record_id", "left_anti")
     record_limits = RecordLimits(args.max_fragments_per_image, args.max_number_length)
     parsed = parse_records(todo, args.format, record_limits).localCheckpoint()
-    record_outcomes(parsed, outcomes)
+    record_outcomes(parsed, outcomes, tracking=args.transactions)
     state = open_state(ctx, source, holding.before if holding else None)
     wall = dt.datetime.now(dt.UTC)
+    if holding is not None and args.transactions:
+        holding.tracking = transactions.Tracking(
+            carried_ends,
+            transactions.ends(parsed, source, wall).localCheckpoint(),
+            specs,
+            wall - dt.timedelta(seconds=args.max_pending_wall_seconds),
+        )
     buffered = buffer(parsed, state, source, wall).localCheckpoint()
     clock = reassemble.Clock(
         reassemble.stream_time(parsed, buffered),
@@ -508,6 +564,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     parser.add_argument(
         "--interval-start", type=instant, help="the data interval start, recorded with the cut"
+    )
+    parser.add_argument(
+        "--transactions",
+        action="store_true",
+        help="follow the source's transactions (Debezium transaction metadata, its transaction"
+        " topic landed with the tables): a cut never passes a transaction whose END or events"
+        " have not all arrived",
     )
     args = parser.parse_args(argv)
     ctx = start(JOB_NAME, JOB_VERSION, args)

@@ -92,6 +92,12 @@ class Warehouse:
         return self.path("_cdc", "held")
 
     @property
+    def transactions(self) -> str:
+        """The END events of transactions not yet applied whole, partitioned by source: open
+        state (Debezium transaction metadata, :mod:`spark_jobs.transactions`)."""
+        return self.path("_cdc", "transactions")
+
+    @property
     def cuts(self) -> str:
         """The published cuts, partitioned by source: one row per cut."""
         return self.path("_cdc", "cuts")

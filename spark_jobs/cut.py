@@ -42,7 +42,7 @@ from airflow_cdc.jobs import published_cut_path
 from spark_jobs import ledger
 from spark_jobs.common import PROGRESS, RECORD, JobContext, read_text, write_text
 from spark_jobs.ledger import PENDING
-from spark_jobs.parse import PARSED_COLUMNS, TEXT_FIELDS, from_text
+from spark_jobs.parse import PARSED_COLUMNS, TEXT_FIELDS, TXN, from_text
 from spark_jobs.schemas import struct
 
 log = logging.getLogger("airflow_cdc.jobs")
@@ -66,6 +66,7 @@ class Cut:
     heuristic: bool
     published: dt.datetime | None  # the newest cut published before this run
     blocked_by: tuple[str, ...] = ()  # earlier batches with undecided records
+    waiting_for: tuple[str, ...] = ()  # incomplete transactions that lowered the cut
 
     @property
     def forward(self) -> bool:
@@ -81,6 +82,7 @@ class Cut:
             "published_before": _iso(self.published),
             "forward": self.forward,
             "blocked_by": list(self.blocked_by),
+            "waiting_for": list(self.waiting_for),
         }
 
 
@@ -279,6 +281,8 @@ def from_held(held: DataFrame) -> DataFrame:
             if c in TEXT_FIELDS
             else F.lit(None).cast("string").alias(c)
             if c == "payload"
+            else F.lit(None).cast(TXN).alias(c)
+            if c == "txn" and c not in held.columns  # held by apply_changes before 2.4.0
             else F.col(c)
             for c in PARSED_COLUMNS
         ],
@@ -330,6 +334,7 @@ def write_held(ctx: JobContext, source: str, rows: DataFrame, had_rows: bool) ->
         rows.write.format("delta")
         .mode("overwrite")
         .option("replaceWhere", f"source = '{source}'")
+        .option("mergeSchema", "true")
         .partitionBy("source")
         .save(ctx.warehouse.held)
     )

@@ -16,9 +16,9 @@ Per declared target table of the source: delete the tombstones (``_cdc_deleted``
 the source's resolved timestamp has passed by the tombstone retention (an older change can
 no longer arrive to be kept out by them), compact small files (Delta ``OPTIMIZE``), then
 ``VACUUM`` the files no version younger than the VACUUM retention references. The source's
-partitions of the bookkeeping tables (``_cdc/raw``, ``ledger``, ``quarantine``) are compacted
-too, and the tables vacuumed (``pending``, the open fragment sets, is rewritten by every
-apply run).
+partitions of the bookkeeping tables (``_cdc/raw``, ``ledger``, ``quarantine``, ``cuts``) and
+of the open state (``pending``, ``held``, ``transactions``: rewritten by every apply run, so
+each run leaves files behind) are compacted too, and the tables vacuumed.
 
 Safe beside the CDC jobs: each step is one Delta transaction; when a concurrent writer
 commits first (a MERGE into the table), the step is retried on the new snapshot (Delta's
@@ -355,6 +355,9 @@ def run(ctx: JobContext, args: Any) -> dict[str, Any]:
         ("_cdc.ledger", wh.ledger),
         ("_cdc.quarantine", wh.quarantine),
         ("_cdc.cuts", wh.cuts),
+        ("_cdc.pending", wh.pending),
+        ("_cdc.held", wh.held),
+        ("_cdc.transactions", wh.transactions),
     ):
         if table_exists(ctx.spark, path):
             tables[name] = maintain_table(ctx, path, args.vacuum_retention_hours, where=mine)

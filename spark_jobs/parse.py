@@ -16,6 +16,7 @@ maps in the JVM right after; :mod:`airflow_cdc.core.formats` stays the specifica
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -37,9 +38,14 @@ _TEXT_DDL = (
     " schema STRING, table STRING, op STRING, sequence STRING, commit_ts TIMESTAMP,"
     " before_json STRING, after_json STRING, key_json STRING, partial BOOLEAN,"
     " types_json STRING, before_chunk_id STRING, before_total BIGINT, before_crc BIGINT,"
-    " after_chunk_id STRING, after_total BIGINT, after_crc BIGINT"
+    " after_chunk_id STRING, after_total BIGINT, after_crc BIGINT,"
+    " txn_id STRING, txn_order BIGINT, txn_end_json STRING"
 )
 TEXT_SCHEMA = struct(_TEXT_DDL)
+# Where a record sits in its source transaction (Debezium's transaction metadata): a change's
+# transaction ``id`` and ``order`` (total_order); a transaction's END event (a control record)
+# has its ``id`` and ``end_json``, ``{"event_count": n, "collections": {name: n}}``.
+TXN = "STRUCT<id: STRING, order: BIGINT, end_json: STRING>"
 # A chunked record's references to the fragments of its images.
 CHUNK_REFS = (
     *("before_chunk_id", "before_total", "before_crc"),
@@ -72,6 +78,7 @@ PARSED_COLUMNS = [
     *CHUNK_REFS,
     "partition",
     "position",
+    "txn",
 ]
 RAW_COLUMNS = (
     "record_id",
@@ -463,6 +470,7 @@ def parse_dsql(records: DataFrame, fragments: int) -> DataFrame:
         ref("after", "crc32c", "bigint").alias("after_crc"),
         F.lit(None).cast("string").alias("partition"),
         F.lit(None).cast("string").alias("position"),
+        F.lit(None).cast(TXN).alias("txn"),
     )
 
 
@@ -491,7 +499,23 @@ def parse_with_core(records: DataFrame, fmt: str, record_limits: RecordLimits) -
             F.col("seq_key").alias("position"),
         ),
         "record_id",
-    ).select(*[from_text(c) if c in TEXT_FIELDS else F.col(c) for c in PARSED_COLUMNS])
+    ).select(
+        *[
+            from_text(c) if c in TEXT_FIELDS else _txn() if c == "txn" else F.col(c)
+            for c in PARSED_COLUMNS
+        ]
+    )
+
+
+def _txn() -> Column:
+    return F.when(
+        F.col("txn_id").isNotNull(),
+        F.struct(
+            F.col("txn_id").alias("id"),
+            F.col("txn_order").alias("order"),
+            F.col("txn_end_json").alias("end_json"),
+        ),
+    ).alias("txn")
 
 
 def _parsed_row(parse: Any, row: dict[str, Any]) -> dict[str, Any]:
@@ -520,7 +544,15 @@ def _parsed_row(parse: Any, row: dict[str, Any]) -> dict[str, Any]:
 
 def _fields(record: Any) -> dict[str, Any]:
     if isinstance(record, Control):
-        return {"rtype": "control", "reason": record.kind, "detail": record.detail}
+        control: dict[str, Any] = {"rtype": "control", "reason": record.kind}
+        control["detail"] = record.detail
+        boundary = record.transaction
+        if boundary is not None:
+            control["txn_id"] = boundary.id
+            if boundary.status == "END":
+                end = {"event_count": boundary.event_count, "collections": boundary.collections}
+                control["txn_end_json"] = json.dumps(end)
+        return control
     if isinstance(record, Fragment):
         _check_int64(record.index, "index")
         return {
@@ -543,6 +575,10 @@ def _fields(record: Any) -> dict[str, Any]:
         "partial": record.partial,
         "types_json": _dump(record.types),
     }
+    if record.transaction is not None:
+        _check_int64(record.transaction.order or 0, "transaction.total_order")
+        fields["txn_id"] = record.transaction.id
+        fields["txn_order"] = record.transaction.order
     for name, ref in record.chunked.items():
         _check_int64(ref.total_fragments, "total_fragments")
         _check_int64(ref.crc32c, "crc32c")

@@ -28,7 +28,7 @@ from pyspark.sql import functions as F
 from airflow_cdc.core.events import ChunkRef, Fragment
 from airflow_cdc.core.reassembly import COMPLETE, FAILED, assemble
 from spark_jobs.ledger import DUPLICATE, PENDING, union_all
-from spark_jobs.parse import CHUNK_REFS, PARSED_COLUMNS, TEXT_FIELDS, from_text
+from spark_jobs.parse import CHUNK_REFS, PARSED_COLUMNS, TEXT_FIELDS, TXN, from_text
 from spark_jobs.schemas import struct
 
 OPEN = "open"
@@ -118,6 +118,8 @@ def from_state(state: DataFrame) -> DataFrame:
             if c in TEXT_FIELDS
             else F.lit(None).cast("string").alias(c)
             if c in ("reason", "detail", "partition", "position")
+            else F.lit(None).cast(TXN).alias(c)
+            if c == "txn"
             else F.col(c)
             for c in PARSED_COLUMNS
         ]

@@ -40,6 +40,16 @@ class Fragment:
 
 
 @dataclass(frozen=True)
+class TransactionRef:
+    """Where a change sits in its source transaction (Debezium's ``transaction`` block, present
+    when the connector provides transaction metadata): the transaction's ``id`` and the change's
+    ``total_order``, its 1-based place among all the transaction's events."""
+
+    id: str
+    order: int | None = None
+
+
+@dataclass(frozen=True)
 class ChangeRecord:
     """One change of one row, before any fragment is reassembled.
 
@@ -51,6 +61,8 @@ class ChangeRecord:
     CockroachDB's key arrays). ``partial`` marks an ``after`` image that holds only the changed
     columns (YDB's UPDATES mode). ``types`` are column types that the record's own schema
     declares (Kafka Connect), as type families of :mod:`airflow_cdc.core.types`.
+    ``transaction`` places the change in its transaction where the source says so (Debezium's
+    transaction metadata); ``transaction_id`` is the source's own transaction number, if any.
     """
 
     table: TableRef
@@ -64,6 +76,7 @@ class ChangeRecord:
     key: dict[str, Any] | list[Any] | None = None
     partial: bool = False
     types: dict[str, str] | None = None
+    transaction: TransactionRef | None = None
 
     @property
     def kind(self) -> str:
@@ -91,6 +104,20 @@ class Message:
 RESOLVED = "resolved"
 HEARTBEAT = "heartbeat"
 TOMBSTONE = "tombstone"
+TRANSACTION = "transaction"
+
+
+@dataclass(frozen=True)
+class TransactionBoundary:
+    """A transaction metadata event (Debezium's transaction topic): ``BEGIN`` or ``END`` of the
+    transaction ``id``. An ``END`` counts the events the transaction emitted: ``event_count`` in
+    all, and per data collection (``schema.table``, or ``database.schema.table`` where the
+    source names databases) in ``collections``."""
+
+    status: str
+    id: str
+    event_count: int | None = None
+    collections: dict[str, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -104,3 +131,4 @@ class Control:
     kind: str
     detail: str
     resolved_us: int | None = None
+    transaction: TransactionBoundary | None = None

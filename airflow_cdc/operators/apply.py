@@ -56,6 +56,10 @@ class ApplyChangesOperator(SparkJobOperator):
         task gated on hour H reads every table as of the same point. Off by default.
     :param cut_at: Where the cut is taken, ISO 8601; default the data interval's end.
     :param interval_start: The data interval's start, recorded with the cut.
+    :param transactions: Follow the source's transactions (Debezium's transaction metadata:
+        land the connector's transaction topic with the table topics, same source): a
+        transaction is applied whole, and a cut never passes one whose ``END`` event or
+        events of a declared table have not all arrived. Needs ``consistent_cut``.
     :param tombstone_retention_seconds: Deprecated and ignored: tombstones are purged by
         :class:`~airflow_cdc.operators.maintain.CdcMaintenanceOperator`.
     """
@@ -87,6 +91,7 @@ class ApplyChangesOperator(SparkJobOperator):
         consistent_cut: bool = False,
         cut_at: str = "{{ data_interval_end | ts }}",
         interval_start: str = "{{ data_interval_start | ts }}",
+        transactions: bool = False,
         tombstone_retention_seconds: float | None = None,
         **kwargs: Any,
     ) -> None:
@@ -113,6 +118,7 @@ class ApplyChangesOperator(SparkJobOperator):
         self.consistent_cut = consistent_cut
         self.cut_at = cut_at
         self.interval_start = interval_start
+        self.transactions = transactions
 
     def job_args(self, context: Context) -> list[str]:
         check_source(self.source)
@@ -138,6 +144,8 @@ class ApplyChangesOperator(SparkJobOperator):
                 raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
         RecordLimits(self.max_fragments_per_image, self.max_number_length)  # and in range
         cut: list[str] = []
+        if self.transactions and not self.consistent_cut:
+            raise ValueError("transactions=True needs consistent_cut=True: the cut waits for them")
         if self.consistent_cut:
             for name in ("cut_at", "interval_start"):
                 try:
@@ -147,6 +155,8 @@ class ApplyChangesOperator(SparkJobOperator):
                         f"{name} must be an ISO 8601 time, got {getattr(self, name)!r}"
                     ) from err
             cut = ["--cut-at", self.cut_at, "--interval-start", self.interval_start]
+            if self.transactions:
+                cut.append("--transactions")
         return [
             *("--source", self.source, "--format", self.record_format),
             *("--ddl", self.ddl, "--default-schema", self.default_schema),

@@ -160,6 +160,12 @@ def test_apply_changes_arguments() -> None:
         ApplyChangesOperator(
             task_id="c", warehouse="/wh", source="s", ddl=ddl, consistent_cut=True, cut_at="soon"
         ).job_args({})
+    cut.transactions = True
+    assert cut.job_args({})[-1] == "--transactions"
+    with pytest.raises(ValueError, match="transactions=True needs consistent_cut=True"):
+        ApplyChangesOperator(
+            task_id="t", warehouse="/wh", source="s", ddl=ddl, transactions=True
+        ).job_args({})
 
 
 def test_kafka_landing_arguments_and_client_config_from_the_connection(monkeypatch) -> None:

@@ -8,7 +8,16 @@ from pathlib import Path
 import pytest
 
 from airflow_cdc.core.ddl import parse_tables
-from airflow_cdc.core.events import HEARTBEAT, RESOLVED, TOMBSTONE, ChangeRecord, Control, Message
+from airflow_cdc.core.events import (
+    HEARTBEAT,
+    RESOLVED,
+    TOMBSTONE,
+    TRANSACTION,
+    ChangeRecord,
+    Control,
+    Message,
+    TransactionRef,
+)
 from airflow_cdc.core.exceptions import RecordFormatError
 from airflow_cdc.core.formats import parser_for
 from airflow_cdc.core.formats.cockroach import parse_hlc, split_batch
@@ -498,3 +507,83 @@ def test_type_conflicts_are_reported_and_narrower_values_fit():
 def test_a_null_kafka_value_is_a_tombstone_not_a_keyless_delete():
     record = parse("debezium", None, key={"id": 1})
     assert isinstance(record, Control) and record.kind == TOMBSTONE
+
+
+# --- Debezium transaction metadata ------------------------------------------------------------
+# The examples of Debezium's documentation ("Transaction metadata"): BEGIN and END events on
+# the transaction topic, and the ``transaction`` block of each change event.
+
+
+def test_transaction_boundaries_are_control_messages_that_count_the_events():
+    begin = parse("debezium", {"status": "BEGIN", "id": "571", "event_count": None})
+    assert isinstance(begin, Control) and begin.kind == TRANSACTION
+    assert begin.transaction is not None and begin.transaction.status == "BEGIN"
+    end = parse(
+        "debezium",
+        {
+            "schema": {"type": "struct"},
+            "payload": {
+                "status": "END",
+                "id": "571",
+                "ts_ms": 1486500577691,
+                "event_count": 2,
+                "data_collections": [
+                    {"data_collection": "s1.a", "event_count": 1},
+                    {"data_collection": "s2.a", "event_count": 1},
+                ],
+            },
+        },
+    )
+    assert isinstance(end, Control) and end.kind == TRANSACTION
+    assert end.transaction is not None
+    assert (end.transaction.id, end.transaction.event_count) == ("571", 2)
+    assert end.transaction.collections == {"s1.a": 1, "s2.a": 1}
+
+
+def test_a_change_keeps_its_place_in_its_transaction():
+    value = {
+        "before": None,
+        "after": {"pk": "2", "aa": "1"},
+        "source": {"schema": "s1", "table": "a", "lsn": 7, "txId": 571},
+        "op": "c",
+        "ts_ms": "1580390884335",
+        "transaction": {"id": "571", "total_order": "1", "data_collection_order": "1"},
+    }
+    record = change("debezium", value)
+    assert record.transaction == TransactionRef("571", 1)
+    assert record.transaction_id == "571"
+    assert change("debezium", {**value, "transaction": None}).transaction is None
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {"status": "END", "id": "9", "event_count": -1, "data_collections": []},
+        {"status": "END", "id": "9", "event_count": "two", "data_collections": []},
+        {"status": "END", "id": "", "event_count": 0, "data_collections": []},
+        {"status": "END", "id": "9", "event_count": 2, "data_collections": {"s.a": 2}},
+        {
+            "status": "END",
+            "id": "9",
+            "event_count": 3,
+            "data_collections": [{"data_collection": "s.a", "event_count": 1}],
+        },
+        {"status": "END", "id": "9", "event_count": 1, "data_collections": [{"event_count": 1}]},
+    ],
+)
+def test_a_malformed_transaction_boundary_is_a_bad_record(payload):
+    with pytest.raises(RecordFormatError) as err:
+        parse("debezium", payload)
+    assert err.value.reason == "bad_transaction"
+
+
+def test_a_malformed_transaction_block_is_a_bad_record():
+    value = {
+        "after": {"id": 1},
+        "source": {"schema": "s", "table": "t", "lsn": 1},
+        "op": "c",
+        "transaction": {"total_order": 1},
+    }
+    with pytest.raises(RecordFormatError) as err:
+        parse("debezium", value)
+    assert err.value.reason == "bad_transaction"

@@ -22,15 +22,32 @@ Huawei CDL: ``message_version`` "1.0" is CDL JSON (``DATA_STORE``, ``SEG_OWNER``
 ``transaction.properties`` lsn and txId, ``unique`` the primary key); "2.0" is open-source
 Debezium JSON plus ``unique``. A record whose ``message_type`` is not "0" is a heartbeat: it
 advances the resolved timestamp to its time and is never applied as a row.
+
+Transaction metadata (Debezium's ``provide.transaction.metadata``): the transaction topic
+carries a ``BEGIN`` and an ``END`` event per transaction, ``{"status", "id", "event_count",
+"data_collections": [{"data_collection", "event_count"}]}`` (counts on ``END`` only), and each
+change event a ``transaction`` block ``{"id", "total_order", "data_collection_order"}``. A
+boundary event is a control message; a change keeps its block (:class:`TransactionRef`).
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import Any
 
 from airflow_cdc.core import connect
-from airflow_cdc.core.events import HEARTBEAT, TOMBSTONE, ChangeRecord, Control, Message, TableRef
+from airflow_cdc.core.events import (
+    HEARTBEAT,
+    TOMBSTONE,
+    TRANSACTION,
+    ChangeRecord,
+    Control,
+    Message,
+    TableRef,
+    TransactionBoundary,
+    TransactionRef,
+)
 from airflow_cdc.core.exceptions import RecordFormatError
 from airflow_cdc.core.formats.common import (
     image,
@@ -45,6 +62,7 @@ from airflow_cdc.core.formats.common import (
 from airflow_cdc.core.ordering import sequence_key
 
 OPERATIONS = {"INSERT": "c", "UPDATE": "u", "DELETE": "d"}
+BOUNDARIES = ("BEGIN", "END")
 _BINLOG_NUMBER = re.compile(r"(\d+)$")
 
 
@@ -53,6 +71,8 @@ def parse_debezium(message: Message) -> ChangeRecord | Control:
     if message.value is None:
         return Control(TOMBSTONE, "null value: a tombstone after a delete")
     schema, payload = _envelope(load_object(message.value))
+    if "op" not in payload and payload.get("status") in BOUNDARIES:
+        return _boundary(payload)
     return _change(payload, schema, message, _message_key(message.key))
 
 
@@ -127,9 +147,79 @@ def _change(
         raise RecordFormatError("missing_image", f"op {op!r} needs an after image")
     ts_ms = optional_integer(source.get("ts_ms"), "source.ts_ms") or 0
     sequence = _sequence(source, op, ts_ms, message.position)
-    return _record(
+    record = _record(
         _table(source), op, sequence, ts_ms, schema, payload, "after", source.get("txId"), key
     )
+    transaction = _transaction(payload.get("transaction"))
+    return record if transaction is None else replace(record, transaction=transaction)
+
+
+def _transaction_id(value: Any, name: str) -> str:
+    if isinstance(value, str) and value:
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    raise RecordFormatError("bad_transaction", f"{name} must be a non-empty string, got {value!r}")
+
+
+def _count(value: Any, name: str) -> int:
+    try:
+        count = integer(value, name)
+    except RecordFormatError as err:
+        raise RecordFormatError("bad_transaction", str(err)) from err
+    if not 0 <= count < 2**63:
+        raise RecordFormatError("bad_transaction", f"{name} must fit 0 .. 2**63 - 1, got {count}")
+    return count
+
+
+def _transaction(block: Any) -> TransactionRef | None:
+    """A change's ``transaction`` block; ``None`` when the connector sends none (null)."""
+    if block is None:
+        return None
+    if not isinstance(block, dict):
+        raise RecordFormatError(
+            "bad_transaction", f"transaction must be an object, got {kind(block)}"
+        )
+    if block.get("properties") is not None and block.get("id") is None:
+        return None  # Huawei CDL's transaction properties, not Debezium's metadata
+    order = block.get("total_order")
+    return TransactionRef(
+        _transaction_id(block.get("id"), "transaction.id"),
+        None if order is None else _count(order, "transaction.total_order"),
+    )
+
+
+def _boundary(payload: dict[str, Any]) -> Control:
+    """A ``BEGIN`` or ``END`` event of the transaction topic."""
+    status = payload["status"]
+    txid = _transaction_id(payload.get("id"), "id")
+    if status == "BEGIN":
+        boundary = TransactionBoundary(status, txid)
+        return Control(TRANSACTION, f"BEGIN {txid}", transaction=boundary)
+    total = _count(payload.get("event_count"), "event_count")
+    entries = payload.get("data_collections")
+    if entries is not None and not isinstance(entries, list):
+        raise RecordFormatError(
+            "bad_transaction", f"data_collections must be an array, got {kind(entries)}"
+        )
+    collections: dict[str, int] = {}
+    for entry in entries or []:
+        if not isinstance(entry, dict) or not isinstance(entry.get("data_collection"), str):
+            raise RecordFormatError(
+                "bad_transaction", f"a data_collections entry must name its collection: {entry!r}"
+            )
+        name = entry["data_collection"]
+        collections[name] = collections.get(name, 0) + _count(
+            entry.get("event_count"), f"data_collections[{name!r}].event_count"
+        )
+    if entries and sum(collections.values()) != total:
+        raise RecordFormatError(
+            "bad_transaction",
+            f"event_count {total} is not the sum of the data collections' counts"
+            f" ({sum(collections.values())})",
+        )
+    boundary = TransactionBoundary(status, txid, total, collections)
+    return Control(TRANSACTION, f"END {txid}: {total} events", transaction=boundary)
 
 
 def _record(
