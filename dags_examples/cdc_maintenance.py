@@ -10,6 +10,10 @@ idempotent: a second run finds nothing to do). What each run did (files before a
 bytes rewritten, rows expired, tombstones purged, files vacuumed) is in the task log and its
 XCom.
 
+``cdc_replay_quarantine`` (no schedule: trigger it from the UI) runs the records quarantined
+for a cause that the DDL or a limit fixes through the pipeline again, once the fix is
+deployed in ``dags_examples/ddl`` (a table declared, a column type changed).
+
 Settings are the CDC DAGs' Airflow Variables: ``cdc_warehouse``, ``cdc_stream``,
 ``cdc_topic``. Connection: ``spark_default`` (type ``spark``).
 """
@@ -21,6 +25,7 @@ from pathlib import Path
 
 from airflow.sdk import DAG, CronDataIntervalTimetable, chain
 
+from airflow_cdc.operators.apply import ReplayQuarantineOperator
 from airflow_cdc.operators.maintain import CdcMaintenanceOperator
 
 WAREHOUSE = "{{ var.value.get('cdc_warehouse', '/tmp/airflow-cdc/warehouse') }}"
@@ -28,6 +33,10 @@ DDL = Path(__file__).parent / "ddl"  # the CDC DAGs' table definitions
 SOURCES = {
     "maintain_dsql": ("{{ var.value.get('cdc_stream', 'dsql-cdc') }}", DDL / "dsql_shop.sql"),
     "maintain_kafka": ("{{ var.value.get('cdc_topic', 'items') }}", DDL / "kafka_items.sql"),
+}
+FORMATS = {
+    "maintain_dsql": "dsql",
+    "maintain_kafka": "{{ var.value.get('cdc_format', 'cockroachdb') }}",
 }
 
 with DAG(
@@ -56,3 +65,22 @@ with DAG(
     ]
     # One at a time: both VACUUM the warehouse's shared bookkeeping tables.
     chain(*tasks)
+
+
+with DAG(
+    dag_id="cdc_replay_quarantine",
+    schedule=None,  # triggered from the UI once a fix is deployed
+    start_date=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
+    catchup=False,
+    max_active_runs=1,
+    tags=["cdc", "delta", "quarantine"],
+    doc_md=__doc__,
+) as replay_dag:
+    for task_id, (source, ddl) in SOURCES.items():
+        ReplayQuarantineOperator(
+            task_id=task_id.replace("maintain", "replay"),
+            warehouse=WAREHOUSE,
+            source=source,
+            ddl=ddl.read_text(encoding="utf-8"),
+            record_format=FORMATS[task_id],
+        )

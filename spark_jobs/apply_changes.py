@@ -32,6 +32,7 @@ from airflow_cdc.core.formats.common import (
     FRAGMENTS_CEILING,
     MAX_FRAGMENTS,
     MAX_NUMBER_LENGTH,
+    UNORDERED,
     RecordLimits,
 )
 from airflow_cdc.jobs import MAX_PENDING_WALL_SECONDS
@@ -293,19 +294,7 @@ def commit_bookkeeping(
     or after). Held changes go before the open sets: a re-run after a crash between the two
     finds the members of held changes in neither the batch's work nor the open sets."""
     wh = ctx.warehouse
-    quarantined = outcomes.quarantine_rows()
-    if quarantined is not None:
-        quarantined = quarantined.localCheckpoint()
-        batches = [r[0] for r in quarantined.select("batch_id").distinct().collect()]
-        known = ledger.read_partitions(ctx.spark, wh.quarantine, source, batches)
-        if known is not None:  # a re-run after a crash between these commits
-            quarantined = quarantined.join(known.select("record_id"), "record_id", "left_anti")
-        if batches:  # nothing quarantined: no commit
-            ledger.append(quarantined, wh.quarantine)
-    fault_point("apply_changes:before_ledger")
-    entries = outcomes.ledger_rows()
-    if entries is not None:
-        ledger.append(entries, wh.ledger)
+    commit_outcomes(ctx, source, outcomes)
     if holding is not None and holding.rows is not None:
         fault_point("apply_changes:before_held")
         cutting.write_held(ctx, source, holding.rows, holding.before is not None)
@@ -324,6 +313,25 @@ def commit_bookkeeping(
         .partitionBy("source")
         .save(wh.pending)
     )
+
+
+def commit_outcomes(ctx: JobContext, source: str, outcomes: Outcomes) -> None:
+    """The quarantine (less the records it already has: a re-run after a crash between the
+    two commits, or a replayed record that fails again), then the ledger: one append each."""
+    wh = ctx.warehouse
+    quarantined = outcomes.quarantine_rows()
+    if quarantined is not None:
+        quarantined = quarantined.localCheckpoint()
+        batches = [r[0] for r in quarantined.select("batch_id").distinct().collect()]
+        known = ledger.read_partitions(ctx.spark, wh.quarantine, source, batches)
+        if known is not None:
+            quarantined = quarantined.join(known.select("record_id"), "record_id", "left_anti")
+        if batches:  # nothing quarantined: no commit
+            ledger.append(quarantined, wh.quarantine)
+    fault_point("apply_changes:before_ledger")
+    entries = outcomes.ledger_rows()
+    if entries is not None:
+        ledger.append(entries, wh.ledger)
 
 
 def _holds_state(ctx: JobContext, source: str) -> bool:
@@ -424,10 +432,96 @@ def publish_cut(
     return result
 
 
+# Quarantine reasons that a change of configuration can fix (the DDL, the limits, column
+# mapping): what a replay takes by default.
+REPLAYABLE = (
+    "undeclared_table",
+    "type_conflict",
+    "decode_error",
+    "missing_key",
+    "key_mismatch",
+    "column_limit",
+    "too_many_columns",
+    "invalid_column_name",
+)
+
+
+def quarantined_records(
+    ctx: JobContext, source: str, reasons: list[str], batches: list[str] | None
+) -> tuple[DataFrame | None, list[str]]:
+    """The raw rows of the source's records whose outcome is ``quarantined`` for one of
+    ``reasons`` (in ``batches``, or any batch the quarantine table holds), and their batches.
+    Reads the source's quarantine partition, then only those batches of the ledger and raw."""
+    wh = ctx.warehouse
+    if not DeltaTable.isDeltaTable(ctx.spark, wh.quarantine):
+        return None, []
+    rows = ctx.spark.read.format("delta").load(wh.quarantine).where(F.col("source") == source)
+    if batches:
+        rows = rows.where(F.col("batch_id").isin(batches))
+    rows = rows.where(F.col("reason").isin(reasons)).select("batch_id").distinct()
+    found = sorted(r[0] for r in rows.collect())
+    entries = ledger.read_partitions(ctx.spark, wh.ledger, source, found)
+    if entries is None:
+        return None, []
+    current = ledger.current_status(entries).where(
+        (F.col("status") == QUARANTINED) & F.col("reason").isin(reasons)
+    )
+    records = (
+        ctx.spark.read.format("delta")
+        .load(wh.raw)
+        .where(
+            (F.col("source") == source) & F.col("batch_id").isin(found) & (F.col("kind") == RECORD)
+        )
+        .join(current.select("record_id", "batch_id"), ["record_id", "batch_id"])
+    )
+    return records.localCheckpoint(), found
+
+
+def replay_quarantine(ctx: JobContext, args: Any, specs: list[TableSpec]) -> dict[str, Any]:
+    """Run the source's quarantined records through the pipeline again (after the DDL or a
+    limit was fixed): each ends as its new outcome, in the ledger appended after the MERGEs,
+    as in any run. Outside the cuts: nothing is held, nothing is published, the open state is
+    not touched. A fragment, a chunked record (its set was quarantined whole) and a change
+    without a commit position (placed by its batch) stay quarantined."""
+    source = args.source
+    reasons = args.replay_reasons or list(REPLAYABLE)
+    stats: dict[str, Any] = {"job": JOB_NAME, "source": source, "batch_id": ctx.batch_id}
+    records, batches = quarantined_records(ctx, source, reasons, args.replay_batches)
+    replay: dict[str, Any] = {"reasons": reasons, "batches": batches, "records": 0, "kept": 0}
+    stats["replay"] = replay
+    if records is None or records.isEmpty():
+        write_stats(args.stats_file, stats)
+        return stats
+    outcomes = Outcomes(source, JOB_NAME, ctx.run_id)
+    record_limits = RecordLimits(args.max_fragments_per_image, args.max_number_length)
+    parsed = parse_records(records, args.format, record_limits)
+    unordered = F.coalesce(F.col("sequence").startswith(UNORDERED), F.lit(False))
+    kept = F.col("rtype").isin("fragment", "chunked") | unordered
+    parsed = parsed.withColumn("_kept", kept).localCheckpoint()
+    replay["records"] = parsed.count()
+    replay["kept"] = parsed.where("_kept").count()
+    parsed = parsed.where(~F.col("_kept")).drop("_kept")
+    record_outcomes(parsed, outcomes)
+    changes = parsed.where(F.col("rtype") == "change").withColumn(
+        "members", F.array(F.struct("record_id", "batch_id"))
+    )
+    limits = Limits(args.max_columns_per_record, args.max_added_columns, args.column_mapping)
+    payloads = [parsed.select("record_id", "payload")]
+    stats["tables"] = apply_tables(ctx, args.format, specs, changes, outcomes, payloads, limits)
+    commit_outcomes(ctx, source, outcomes)
+    stats["accounting"] = ledger.accounting_of(
+        ctx.spark, records, ctx.warehouse.ledger, source, batches
+    )
+    write_stats(args.stats_file, stats)
+    return stats
+
+
 def run(ctx: JobContext, args: Any) -> dict[str, Any]:
     source = args.source
     specs = parse_tables(args.ddl, args.default_schema)
     check_layout(ctx)
+    if args.replay:
+        return replay_quarantine(ctx, args, specs)
     outcomes = Outcomes(source, JOB_NAME, ctx.run_id)
     stats: dict[str, Any] = {"job": JOB_NAME, "source": source, "batch_id": ctx.batch_id}
     if not DeltaTable.isDeltaTable(ctx.spark, ctx.warehouse.raw):
@@ -503,6 +597,13 @@ def run(ctx: JobContext, args: Any) -> dict[str, Any]:
     return stats
 
 
+def _names(text: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        raise ValueError(f"expected comma-separated names, got {text!r}")
+    return names
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = base_parser(__doc__)
     parser.add_argument(
@@ -571,6 +672,22 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         help="follow the source's transactions (Debezium transaction metadata, its transaction"
         " topic landed with the tables): a cut never passes a transaction whose END or events"
         " have not all arrived",
+    )
+    parser.add_argument(
+        "--replay",
+        action="store_true",
+        help="instead of a batch, run the source's quarantined records through the pipeline"
+        " again (after a fix to the DDL or the limits); --batch-id names the run",
+    )
+    parser.add_argument(
+        "--replay-reasons",
+        type=_names,
+        help="comma-separated quarantine reasons to replay (default: "
+        + ", ".join(REPLAYABLE)
+        + ")",
+    )
+    parser.add_argument(
+        "--replay-batches", type=_names, help="comma-separated batches to replay (default: all)"
     )
     args = parser.parse_args(argv)
     ctx = start(JOB_NAME, JOB_VERSION, args)

@@ -149,7 +149,9 @@ def read_partitions(
 def current_status(entries: DataFrame) -> DataFrame:
     """Each record's outcome now: its newest entry, a final one before a later ``pending``."""
     final = F.when(F.col("status") == PENDING, 0).otherwise(1)
-    newest = Window.partitionBy("record_id").orderBy(final.desc(), F.col("decided_at").desc())
+    newest = Window.partitionBy("record_id", "batch_id").orderBy(
+        final.desc(), F.col("decided_at").desc()
+    )
     return entries.withColumn("_n", F.row_number().over(newest)).where(F.col("_n") == 1).drop("_n")
 
 
@@ -170,13 +172,23 @@ def accounting(
     ``landed`` always equals the sum of the statuses plus ``unprocessed`` (records no job has
     decided yet). Reads one partition of the raw table and of the ledger.
     """
-    records = raw.select("record_id")
-    entries = read_partitions(spark, ledger_path, source, [batch_id])
+    return accounting_of(spark, raw, ledger_path, source, [batch_id])
+
+
+def accounting_of(
+    spark: SparkSession, raw: DataFrame, ledger_path: str, source: str, batches: list[str]
+) -> dict[str, Any]:
+    """:func:`accounting` of the records of ``raw`` (``record_id``, ``batch_id``) landed in
+    ``batches``, summed: one query, those partitions of the ledger only."""
+    records = raw.select("record_id", "batch_id")
+    entries = read_partitions(spark, ledger_path, source, batches)
     if entries is None:
         joined = records.withColumn("status", F.lit(None).cast("string"))
     else:
         joined = records.join(
-            current_status(entries).select("record_id", "status"), "record_id", "left"
+            current_status(entries).select("record_id", "batch_id", "status"),
+            ["record_id", "batch_id"],
+            "left",
         )
     counts = {
         row["status"]: int(row["n"])

@@ -169,3 +169,57 @@ class ApplyChangesOperator(SparkJobOperator):
             *(["--column-mapping"] if self.column_mapping else []),
             *cut,
         ]
+
+
+class ReplayQuarantineOperator(ApplyChangesOperator):
+    """Run a source's quarantined records through the apply job again, after the cause was
+    fixed: a table declared in ``ddl`` (``undeclared_table``), a column type changed
+    (``type_conflict``, ``decode_error``), a key (``missing_key``, ``key_mismatch``) or a limit
+    raised (``column_limit``, ``too_many_columns``, ``invalid_column_name`` with
+    ``column_mapping``).
+
+    Each record ends as its new outcome (applied, superseded, duplicate, or quarantined again
+    with its new reason): the ledger appends it after the tables' MERGEs, as any apply run
+    does, so a record is applied once and every batch's accounting identity holds before and
+    after. A replayed change older than a row's newest change supersedes nothing. The replay
+    runs outside consistent cuts (nothing is held or published; the next cut includes what it
+    applied). Fragments and chunked records (their set was quarantined whole) and changes
+    without a commit position stay quarantined.
+
+    Takes every argument of :class:`ApplyChangesOperator` (give it the fixed ``ddl``), and:
+
+    :param reasons: Quarantine reasons to replay; default the ones above.
+    :param batches: Landed batches to replay (their ids); default every batch the quarantine
+        table holds for the source.
+    """
+
+    template_fields: Sequence[str] = (*ApplyChangesOperator.template_fields, "reasons", "batches")
+
+    def __init__(
+        self,
+        *,
+        reasons: Sequence[str] | None = None,
+        batches: Sequence[str] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.reasons = reasons
+        self.batches = batches
+
+    def job_args(self, context: Context) -> list[str]:
+        if self.consistent_cut or self.transactions:
+            raise ValueError(
+                "a replay runs outside consistent cuts: leave consistent_cut and transactions off"
+            )
+        args = [*super().job_args(context), "--replay"]
+        for name, option in (("reasons", "--replay-reasons"), ("batches", "--replay-batches")):
+            values = getattr(self, name)
+            if values is None:
+                continue
+            if isinstance(values, str) or not all(
+                isinstance(v, str) and v and "," not in v for v in values
+            ):
+                raise ValueError(f"{name} must be a list of names without commas, got {values!r}")
+            if values:
+                args += [option, ",".join(values)]
+        return args

@@ -162,6 +162,24 @@ def test_apply_changes_arguments() -> None:
         ).job_args({})
     cut.transactions = True
     assert cut.job_args({})[-1] == "--transactions"
+    from airflow_cdc.operators.apply import ReplayQuarantineOperator
+
+    replay = ReplayQuarantineOperator(
+        task_id="r", warehouse="/wh", source="s", ddl=ddl, reasons=["undeclared_table"]
+    )
+    assert replay.job_args({})[-3:] == ["--replay", "--replay-reasons", "undeclared_table"]
+    replay.batches = ["2026-01-01T01:00:00+00:00", "b2"]
+    assert replay.job_args({})[-2:] == [
+        "--replay-batches",
+        "2026-01-01T01:00:00+00:00,b2",
+    ]
+    for bad in ("undeclared_table", ["a,b"], [""]):
+        replay.reasons = bad
+        with pytest.raises(ValueError, match="reasons must be a list of names"):
+            replay.job_args({})
+    replay.reasons, replay.consistent_cut = None, True
+    with pytest.raises(ValueError, match="a replay runs outside consistent cuts"):
+        replay.job_args({})
     with pytest.raises(ValueError, match="transactions=True needs consistent_cut=True"):
         ApplyChangesOperator(
             task_id="t", warehouse="/wh", source="s", ddl=ddl, transactions=True

@@ -75,6 +75,8 @@ def test_example_dags_declare_the_tables_their_demo_streams_write() -> None:
         ("kafka_to_delta", "apply_changes"): {("shop", "items")},
         ("cdc_maintenance", "maintain_dsql"): {("public", t) for t in dsql_stream.TABLES},
         ("cdc_maintenance", "maintain_kafka"): {("shop", "items")},
+        ("cdc_replay_quarantine", "replay_dsql"): {("public", t) for t in dsql_stream.TABLES},
+        ("cdc_replay_quarantine", "replay_kafka"): {("shop", "items")},
     }
     for (dag_id, task_id), tables in expected.items():
         ddl = bag.dags[dag_id].get_task(task_id).ddl
