@@ -3,7 +3,8 @@
 Starts kinesis-local, generates a realistic DSQL stream (fragments across shards,
 redeliveries, out-of-order arrival, ops c/u/d and an unknown one, every column type, bad
 input), puts it into a 4-shard stream, runs the hourly example DAG for 2026-01-01 00:00-01:00
-with `airflow dags test`, prints the tables and checks them against the generator.
+with `airflow dags test`, then the maintenance DAG's task for the stream once (what it
+compacted and expired), prints the tables and checks them against the generator.
 
 `make demo DEMO_ARGS="--format cockroachdb"` (or ydb, ydb-debezium, arcion, cdl, debezium)
 does the same from Kafka: a KRaft broker, a 3-partition topic, the ``kafka_to_delta`` DAG.
@@ -59,7 +60,40 @@ def main() -> int:
         migrate(env)
         if not run_dag(env, "dsql_to_delta"):
             return 1
+    if not maintain(env):
+        return 1
     return report(stream, str(warehouse))
+
+
+def maintain(env: dict[str, str]) -> bool:
+    """Run the maintenance DAG's task for the stream once and print what it did."""
+    print(f"running: airflow tasks test cdc_maintenance maintain_dsql {INTERVAL_END}")
+    started = time.perf_counter()
+    log_path = WORK / "maintenance.log"
+    with open(log_path, "w") as log:
+        result = subprocess.run(
+            ["airflow", "tasks", "test", "cdc_maintenance", "maintain_dsql", INTERVAL_END],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            check=False,
+        )
+    print(f"maintenance took {time.perf_counter() - started:.0f} s wall time")
+    marker = "maintain counts: "
+    lines = [line for line in log_path.read_text().splitlines() if marker in line]
+    if result.returncode != 0 or not lines:
+        print(f"the maintenance task failed; see {log_path}")
+        return False
+    stats = json.loads(lines[-1].split(marker, 1)[1])
+    print("compacted (files before -> after, bytes rewritten, files vacuumed):")
+    for table, done in sorted(stats["tables"].items()):
+        print(
+            f"  {table}: {done['files_before']} -> {done['files_after']} files,"
+            f" {done.get('bytes_rewritten', 0)} bytes rewritten,"
+            f" {done['files_vacuumed']} vacuumed"
+        )
+    print(f"bookkeeping rows expired: {json.dumps(stats.get('expired', {}))}")
+    return True
 
 
 def run_dag(env: dict[str, str], dag_id: str) -> bool:

@@ -60,6 +60,8 @@ class ApplyChangesOperator(SparkJobOperator):
         land the connector's transaction topic with the table topics, same source): a
         transaction is applied whole, and a cut never passes one whose ``END`` event or
         events of a declared table have not all arrived. Needs ``consistent_cut``.
+    :param max_active_tis_per_dag: As for any operator; default 1 here, so that the DAG's runs
+        (a backfill beside the scheduled runs) apply one batch of the source at a time.
     :param tombstone_retention_seconds: Deprecated and ignored: tombstones are purged by
         :class:`~airflow_cdc.operators.maintain.CdcMaintenanceOperator`.
     """
@@ -95,6 +97,9 @@ class ApplyChangesOperator(SparkJobOperator):
         tombstone_retention_seconds: float | None = None,
         **kwargs: Any,
     ) -> None:
+        # One apply of a source at a time, across the DAG's runs: runs of the same source
+        # share its open state and its cuts (see the README, "Many sources, one warehouse").
+        kwargs.setdefault("max_active_tis_per_dag", 1)
         super().__init__(**kwargs)
         if tombstone_retention_seconds is not None:
             warnings.warn(

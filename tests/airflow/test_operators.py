@@ -152,6 +152,7 @@ def test_apply_changes_arguments() -> None:
         interval_start="2026-01-01T00:00:00+00:00",
     )
     assert {"cut_at", "interval_start"} <= set(cut.template_fields)
+    assert cut.max_active_tis_per_dag == 1  # one apply of the source at a time
     assert cut.job_args({})[-4:] == [
         *("--cut-at", "2026-01-01T01:00:00+00:00"),
         *("--interval-start", "2026-01-01T00:00:00+00:00"),
