@@ -84,7 +84,8 @@ def maintain(env: dict[str, str]) -> bool:
     if result.returncode != 0 or not lines:
         print(f"the maintenance task failed; see {log_path}")
         return False
-    stats = json.loads(lines[-1].split(marker, 1)[1])
+    # The log line goes on after the JSON (the logger's name and call site).
+    stats, _ = json.JSONDecoder().raw_decode(lines[-1].split(marker, 1)[1])
     print("compacted (files before -> after, bytes rewritten, files vacuumed):")
     for table, done in sorted(stats["tables"].items()):
         print(
