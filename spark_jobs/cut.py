@@ -39,7 +39,7 @@ from airflow_cdc.core.formats.common import UNORDERED
 from airflow_cdc.core.resolved import ShardProgress, resolved_timestamp
 from airflow_cdc.core.resolved_state import parse_state
 from airflow_cdc.jobs import published_cut_path
-from spark_jobs import ledger
+from spark_jobs import ledger, open_state
 from spark_jobs.common import PROGRESS, RECORD, JobContext, read_text, write_text
 from spark_jobs.ledger import PENDING
 from spark_jobs.parse import PARSED_COLUMNS, TEXT_FIELDS, TXN, from_text
@@ -253,12 +253,8 @@ def read_held(ctx: JobContext, source: str) -> DataFrame | None:
     """The source's held changes (change shape: ``PARSED_COLUMNS`` + ``members``, payloads
     kept apart in ``payloads``), less any whose members an interrupted run already made final;
     ``None`` when the source holds none."""
-    path = ctx.warehouse.held
-    if not DeltaTable.isDeltaTable(ctx.spark, path):
-        return None
-    held = ctx.spark.read.format("delta").load(path).where(F.col("source") == source)
-    held = held.localCheckpoint()
-    if held.isEmpty():
+    held = open_state.read(ctx.spark, ctx.warehouse.held, source)
+    if held is None:
         return None
     members = held.select(F.explode("members").alias("m")).select("m.record_id", "m.batch_id")
     batches = [r[0] for r in members.select("batch_id").distinct().collect()]
@@ -327,17 +323,7 @@ def to_held(changes: DataFrame, payloads: DataFrame, source: str, now: dt.dateti
 def write_held(ctx: JobContext, source: str, rows: DataFrame, had_rows: bool) -> None:
     """Replace the source's held changes with ``rows`` (one commit; none when the source held
     nothing before and holds nothing now)."""
-    rows = rows.localCheckpoint()
-    if rows.isEmpty() and not had_rows:
-        return
-    (
-        rows.write.format("delta")
-        .mode("overwrite")
-        .option("replaceWhere", f"source = '{source}'")
-        .option("mergeSchema", "true")
-        .partitionBy("source")
-        .save(ctx.warehouse.held)
-    )
+    open_state.replace(ctx.warehouse.held, source, rows, had_rows)
 
 
 def split(changes: DataFrame, cut: Cut) -> tuple[DataFrame, DataFrame]:

@@ -30,12 +30,11 @@ import dataclasses
 import datetime as dt
 from dataclasses import dataclass
 
-from delta.tables import DeltaTable
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from airflow_cdc.core.ddl import TableSpec
-from spark_jobs import ledger, resolve
+from spark_jobs import ledger, open_state, resolve
 from spark_jobs.common import JobContext
 from spark_jobs.cut import Cut, from_spark
 from spark_jobs.ledger import CONTROL, PENDING, union_all
@@ -72,12 +71,8 @@ def ends(parsed: DataFrame, source: str, now: dt.datetime) -> DataFrame:
 def read_open(ctx: JobContext, source: str) -> DataFrame | None:
     """The ``END`` events the source carries, less any whose record an interrupted run already
     made final; ``None`` when it carries none."""
-    path = ctx.warehouse.transactions
-    if not DeltaTable.isDeltaTable(ctx.spark, path):
-        return None
-    carried = ctx.spark.read.format("delta").load(path).where(F.col("source") == source)
-    carried = carried.localCheckpoint()
-    if carried.isEmpty():
+    carried = open_state.read(ctx.spark, ctx.warehouse.transactions, source)
+    if carried is None:
         return None
     batches = [r[0] for r in carried.select("batch_id").distinct().collect()]
     final = ledger.final_ids(ctx.spark, ctx.warehouse.ledger, source, batches)
@@ -284,13 +279,4 @@ def settle(
 def write_open(ctx: JobContext, source: str, rows: DataFrame, had_rows: bool) -> None:
     """Replace the source's carried ``END`` events with ``rows`` (one commit; none when it
     carried none before and carries none now)."""
-    rows = rows.localCheckpoint()
-    if rows.isEmpty() and not had_rows:
-        return
-    (
-        rows.write.format("delta")
-        .mode("overwrite")
-        .option("replaceWhere", f"source = '{source}'")
-        .partitionBy("source")
-        .save(ctx.warehouse.transactions)
-    )
+    open_state.replace(ctx.warehouse.transactions, source, rows, had_rows)

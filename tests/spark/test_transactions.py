@@ -16,7 +16,6 @@ import datetime as dt
 import json
 import random
 from dataclasses import dataclass, field
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ from airflow_cdc.cuts import read_cut
 from spark_jobs import apply_changes
 from spark_jobs.ledger import STATUSES
 from tests.spark.pipeline import land_dump
+from tests.spark.test_cuts import COLUMNS, rows_of, tables_at
 
 pytestmark = pytest.mark.spark
 
@@ -34,7 +34,6 @@ CREATE TABLE public.accounts (id bigint PRIMARY KEY, balance numeric(12, 2));
 CREATE TABLE public.transfers (id bigint PRIMARY KEY, account_id bigint, amount numeric(12, 2));
 """
 DAY = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
-COLUMNS = {"accounts": ("id", "balance"), "transfers": ("id", "account_id", "amount")}
 
 
 @dataclass
@@ -159,21 +158,6 @@ def state_as_of(txns: list[Txn], cut: dt.datetime) -> dict[str, dict[int, dict[s
             else:
                 tables[table][row["id"]] = row
     return tables
-
-
-def rows_of(frame: Any, columns: tuple[str, ...]) -> dict[int, dict[str, Any]]:
-    live = frame.where("NOT _cdc_deleted").select(*columns).collect()
-    return {
-        r["id"]: {c: str(r[c]) if isinstance(r[c], Decimal) else r[c] for c in columns}
-        for r in live
-    }
-
-
-def tables_at(spark: Any, warehouse: str) -> dict[str, dict[int, dict[str, Any]]]:
-    return {
-        name: rows_of(spark.read.format("delta").load(f"{warehouse}/public/{name}"), columns)
-        for name, columns in COLUMNS.items()
-    }
 
 
 def write_dump(messages: list[dict[str, Any]], path: Path, offsets: dict[str, int]) -> None:
