@@ -25,6 +25,10 @@ from typing import Any
 from airflow_cdc.core.exceptions import ResolvedTimestampUnavailable
 from airflow_cdc.jobs import check_source, published_cut_path
 
+TIME_TRAVEL_CHECK = (
+    "spark.databricks.delta.vacuum.enforceTimeTravelWithinDeletedFileRetentionDuration"
+)
+
 
 @dataclass(frozen=True)
 class PublishedCut:
@@ -113,9 +117,21 @@ def read_cut(spark: Any, warehouse: str, source: str, at: Any = None) -> dict[st
         raise LookupError(
             f"no cut of {source!r} published{'' if when is None else f' at or before {when}'}"
         )
-    return {
-        table: spark.read.format("delta")
-        .option("versionAsOf", int(version))
-        .load(row["locations"][table])
-        for table, version in sorted(row["tables"].items())
-    }
+    # Delta refuses to travel to a version committed longer ago than the table's
+    # deletedFileRetentionDuration, though a quiet table's cut names the version it has had
+    # for weeks. A version a kept cut names is readable: the files removed since it (all
+    # after the cut) stay as long as the cut does (see spark_jobs.maintain).
+    previous = spark.conf.get(TIME_TRAVEL_CHECK, None)
+    spark.conf.set(TIME_TRAVEL_CHECK, "false")
+    try:
+        return {
+            table: spark.read.format("delta")
+            .option("versionAsOf", int(version))
+            .load(row["locations"][table])
+            for table, version in sorted(row["tables"].items())
+        }
+    finally:
+        if previous is None:
+            spark.conf.unset(TIME_TRAVEL_CHECK)
+        else:
+            spark.conf.set(TIME_TRAVEL_CHECK, previous)

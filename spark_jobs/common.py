@@ -295,7 +295,8 @@ def table_exists(spark: SparkSession, path: str) -> bool:
     return DeltaTable.isDeltaTable(spark, path)
 
 
-def _hadoop_path(ctx: JobContext, path: str) -> Any:
+def hadoop_path(ctx: JobContext, path: str) -> Any:
+    """``path`` as a Hadoop path, and the file system it is on."""
     jvm = ctx.spark.sparkContext._jvm
     assert jvm is not None
     hpath = jvm.org.apache.hadoop.fs.Path(path)
@@ -305,8 +306,8 @@ def _hadoop_path(ctx: JobContext, path: str) -> Any:
 
 def write_text(ctx: JobContext, path: str, text: str) -> None:
     """Write a small file atomically (aside, then rename) on any Hadoop file system."""
-    target, fs = _hadoop_path(ctx, path)
-    partial, _ = _hadoop_path(ctx, f"{path}.{uuid.uuid4().hex}.tmp")
+    target, fs = hadoop_path(ctx, path)
+    partial, _ = hadoop_path(ctx, f"{path}.{uuid.uuid4().hex}.tmp")
     stream = fs.create(partial, True)
     stream.write(bytearray(text.encode("utf-8")))
     stream.close()
@@ -316,14 +317,14 @@ def write_text(ctx: JobContext, path: str, text: str) -> None:
 
 def read_text(ctx: JobContext, path: str) -> str | None:
     """A small file's text, or ``None`` if it does not exist."""
-    target, fs = _hadoop_path(ctx, path)
+    target, fs = hadoop_path(ctx, path)
     if not fs.exists(target):
         return None
     return "\n".join(r[0] for r in ctx.spark.read.text(path).collect())
 
 
 def delete_path(ctx: JobContext, path: str) -> None:
-    target, fs = _hadoop_path(ctx, path)
+    target, fs = hadoop_path(ctx, path)
     fs.delete(target, True)
 
 
@@ -336,7 +337,7 @@ def dated_name() -> str:
 def delete_stale(ctx: JobContext, path: str, older_than: float) -> list[str]:
     """Delete the entries of directory ``path`` whose :func:`dated_name` is over
     ``older_than`` seconds old (or that carry no date); the paths deleted."""
-    target, fs = _hadoop_path(ctx, path)
+    target, fs = hadoop_path(ctx, path)
     if not fs.exists(target):
         return []
     cutoff = time.time() - older_than

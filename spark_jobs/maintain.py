@@ -15,7 +15,12 @@ run are the checkpoint, and only older ones go, in the partitions whose records 
 Per declared target table of the source: delete the tombstones (``_cdc_deleted`` rows) that
 the source's resolved timestamp has passed by the tombstone retention (an older change can
 no longer arrive to be kept out by them), compact small files (Delta ``OPTIMIZE``), then
-``VACUUM`` the files no version younger than the VACUUM retention references. The source's
+``VACUUM`` the files a commit removed longer ago than the VACUUM retention (and files no
+commit ever added, such as a failed write's; a table with no file that old is done without
+VACUUM's listing). The retention is the table's ``delta.deletedFileRetentionDuration``, set
+only when it differs from Delta's default (7 days): Delta 4 ignores VACUUM's ``RETAIN``
+clause, and refuses time travel beyond that retention. Changing it is one metadata commit,
+which a concurrent apply's MERGE retries like any conflict. The source's
 partitions of the bookkeeping tables (``_cdc/raw``, ``ledger``, ``quarantine``, ``cuts``) and
 of the open state (``pending``, ``held``, ``transactions``: rewritten by every apply run, so
 each run leaves files behind) are compacted too, and the tables vacuumed.
@@ -30,8 +35,11 @@ jobs no longer purge tombstones themselves: a DELETE over the whole table on eve
 cost as much as the MERGE, in proportion to the table's size.
 
 Consistent cuts (:mod:`spark_jobs.cut`): every table version that a cut published within
-``--cut-retention-seconds`` references stays readable (VACUUM keeps the files removed since
-that version, the Delta log is kept at least that long), and tombstones go only below the
+``--cut-retention-seconds`` references stays readable (a target table's file retention is
+at least the cut retention: a cut's version was current when it was published, so every file
+removed since went after that, and the Delta log is kept as long; :func:`~airflow_cdc.cuts.
+read_cut` lifts Delta's time-travel limit, which counts from the version's own commit, for
+the versions cuts name), and tombstones go only below the
 oldest such cut, so that a late change the next cut applies is still kept out by them.
 
 Reports per table the files and bytes before and after, the bytes OPTIMIZE rewrote, the
@@ -42,6 +50,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import time
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -62,6 +71,7 @@ from spark_jobs.common import (
     at_least,
     base_parser,
     fault_point,
+    hadoop_path,
     log,
     quoted,
     read_text,
@@ -104,11 +114,20 @@ def purge_tombstones(
     return int(deleted[0]) if deleted is not None else 0
 
 
-def detail(ctx: JobContext, path: str) -> dict[str, int]:
-    """The table's current files and bytes (from its Delta log, no data read)."""
-    row = DeltaTable.forPath(ctx.spark, path).detail().select("numFiles", "sizeInBytes").first()
+def detail(ctx: JobContext, path: str) -> dict[str, Any]:
+    """The table's current files, bytes and properties (from its Delta log, no data read)."""
+    row = (
+        DeltaTable.forPath(ctx.spark, path)
+        .detail()
+        .select("numFiles", "sizeInBytes", "properties")
+        .first()
+    )
     assert row is not None
-    return {"files": int(row["numFiles"]), "bytes": int(row["sizeInBytes"])}
+    return {
+        "files": int(row["numFiles"]),
+        "bytes": int(row["sizeInBytes"]),
+        "properties": dict(row["properties"] or {}),
+    }
 
 
 def compact(ctx: JobContext, path: str, where: str | None = None) -> dict[str, int]:
@@ -131,14 +150,70 @@ def compact(ctx: JobContext, path: str, where: str | None = None) -> dict[str, i
     }
 
 
+# How many files :func:`may_vacuum` looks at before it lets VACUUM list the table itself.
+PRECHECK_FILES = 10_000
+
+
+def may_vacuum(ctx: JobContext, path: str, hours: float) -> bool:
+    """Whether VACUUM could delete anything: a file under the table (its log aside) written
+    before the retention horizon (with an hour's margin for the clocks). VACUUM only deletes
+    such files, so a young table is done without its distributed listing; a table with more
+    than :data:`PRECHECK_FILES` files, or with an old one, is left to VACUUM."""
+    target, fs = hadoop_path(ctx, path)
+    horizon_ms = (time.time() - (hours - 1) * 3600) * 1000
+    log_dir = f"{target.toUri().getPath().rstrip('/')}/_delta_log/"
+    files = fs.listFiles(target, True)
+    for _ in range(PRECHECK_FILES):
+        if not files.hasNext():
+            return False
+        status = files.next()
+        if status.getPath().toUri().getPath().startswith(log_dir):
+            continue
+        if status.getModificationTime() < horizon_ms:
+            return True
+    return True
+
+
 def vacuum(ctx: JobContext, path: str, hours: float) -> int:
     """VACUUM the table (Delta's retention check stays on); how many files were eligible
     (a dry run's list: Delta logs VACUUM's own counts on some file systems only)."""
+    if not may_vacuum(ctx, path, hours):
+        return 0
+    # The retention is the table's (see keep_removed_files): Delta 4 ignores a RETAIN clause
+    # other than 0 hours.
     table = f"delta.{quoted(path)}"
-    doomed = ctx.spark.sql(f"VACUUM {table} RETAIN {hours} HOURS DRY RUN").count()
+    doomed = ctx.spark.sql(f"VACUUM {table} DRY RUN").count()
     if doomed:
-        ctx.spark.sql(f"VACUUM {table} RETAIN {hours} HOURS")
+        ctx.spark.sql(f"VACUUM {table}")
     return doomed
+
+
+FILE_RETENTION = "delta.deletedFileRetentionDuration"
+LOG_RETENTION = "delta.logRetentionDuration"
+DEFAULT_LOG_RETENTION_HOURS = 30 * 24.0
+
+
+def keep_removed_files(
+    ctx: JobContext, path: str, hours: float, properties: dict[str, str]
+) -> None:
+    """Make ``hours`` the table's deleted-file retention: the files a commit removed stay that
+    long (VACUUM deletes them after it, and Delta reads no older version than it allows), and
+    the log at least as long (Delta requires it). One commit, and only when the retention
+    changes: never at the defaults (Delta's 7 days, a log of 30)."""
+    wanted = f"interval {math.ceil(hours)} hours"
+    settings = {}
+    current = properties.get(FILE_RETENTION)
+    if current != wanted and not (current is None and hours == MIN_VACUUM_RETENTION_HOURS):
+        settings[FILE_RETENTION] = wanted
+    if hours > DEFAULT_LOG_RETENTION_HOURS and properties.get(LOG_RETENTION) != wanted:
+        settings[LOG_RETENTION] = wanted
+    if not settings:
+        return
+    listed = ", ".join(f"'{key}' = '{value}'" for key, value in sorted(settings.items()))
+    retry_on_conflict(
+        lambda: ctx.spark.sql(f"ALTER TABLE delta.{quoted(path)} SET TBLPROPERTIES ({listed})"),
+        f"retention of {path}",
+    )
 
 
 @dataclass(frozen=True)
@@ -173,40 +248,11 @@ def retained_cuts(
     return RetainedCuts(oldest, versions)
 
 
-def hours_to_keep(now: dt.datetime, committed: dt.datetime | None, floor_hours: float) -> float:
-    """VACUUM's retention that keeps the files of a version committed at ``committed``: the
-    files it reads are removed by later commits, so every removal since then must stay."""
-    if committed is None:
-        return floor_hours
-    needed = (now - committed).total_seconds() / 3600 + 1  # an hour's margin
-    return max(floor_hours, float(math.ceil(needed)))
-
-
-def version_time(ctx: JobContext, path: str, version: int) -> dt.datetime | None:
-    """When the table's ``version`` was committed (from its log), if the log still has it."""
-    history = DeltaTable.forPath(ctx.spark, path).history()
-    row = history.where(F.col("version") == version).select("timestamp").first()
-    if row is None:
-        return None
-    return from_spark(row[0])
-
-
-def keep_log(ctx: JobContext, path: str, retention: dt.timedelta) -> None:
-    """Keep the table's log (Delta's time travel needs it) at least ``retention``: Delta's
-    default is 30 days."""
-    if retention <= dt.timedelta(days=30):
-        return
-    days = math.ceil(retention.total_seconds() / 86400)
-    ctx.spark.sql(
-        f"ALTER TABLE delta.{quoted(path)} SET TBLPROPERTIES"
-        f" ('delta.logRetentionDuration' = 'interval {days} days')"
-    )
-
-
 def maintain_table(
     ctx: JobContext, path: str, vacuum_hours: float, where: str | None = None, **extra: int
 ) -> dict[str, Any]:
     before = detail(ctx, path)
+    keep_removed_files(ctx, path, vacuum_hours, before["properties"])
     compacted = compact(ctx, path, where)
     vacuumed = vacuum(ctx, path, vacuum_hours)
     after = detail(ctx, path)
@@ -343,10 +389,10 @@ def run(ctx: JobContext, args: Any) -> dict[str, Any]:
             f"tombstone purge of {path}",
         )
         hours = args.vacuum_retention_hours
-        version = cuts.versions.get(spec.table.qualified)
-        if version is not None:
-            keep_log(ctx, path, cut_retention)
-            hours = hours_to_keep(now, version_time(ctx, path, version), hours)
+        if spec.table.qualified in cuts.versions:
+            # A kept cut's version was current when the cut was published: every file
+            # removed since is removed after it, and stays as long as the cut.
+            hours = max(hours, cut_retention.total_seconds() / 3600)
         tables[spec.table.qualified] = maintain_table(ctx, path, hours, tombstones_purged=purged)
     wh = ctx.warehouse
     mine = f"source = '{source}'"  # a plain name (source_name), safe to quote

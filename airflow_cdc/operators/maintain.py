@@ -28,8 +28,9 @@ class CdcMaintenanceOperator(SparkJobOperator):
     :param tombstone_retention_seconds: How long past the source's resolved timestamp
         tombstones of deleted rows are kept, in seconds (>= 0); while kept, they stop a late
         older change from bringing a deleted row back.
-    :param vacuum_retention_hours: VACUUM deletes files that no table version younger than
-        this references (>= 168, Delta's default safety check).
+    :param vacuum_retention_hours: VACUUM deletes the files removed from a table longer ago
+        than this (>= 168, Delta's default safety check); set as each table's
+        ``delta.deletedFileRetentionDuration`` when it is not Delta's default of 7 days.
     :param raw_retention_seconds: A landed record whose outcome has been final (applied,
         superseded, duplicate, control) this long leaves ``_cdc/raw``, the quarantine and the
         ledger (>= 0; 7 days by default). Pending and unprocessed records always stay.

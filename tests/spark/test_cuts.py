@@ -238,13 +238,34 @@ def test_every_published_cut_is_the_source_state_at_its_time(
     )
 
 
-def test_vacuum_keeps_every_removal_since_the_oldest_kept_cut() -> None:
-    from spark_jobs.maintain import hours_to_keep
+def test_a_quiet_table_s_cut_is_read_past_delta_s_time_travel_limit(
+    spark: Any, warehouse: str
+) -> None:
+    """A cut names the version a quiet table has had since long before it: Delta refuses to
+    travel to a version older than the table's deleted-file retention once a newer one
+    exists, but the files a kept cut reads are kept (every removal came after the cut), so
+    read_cut reads it, and leaves the session's setting as it was."""
+    import time
 
-    now = dt.datetime(2026, 3, 1, tzinfo=dt.UTC)
-    assert hours_to_keep(now, None, 168.0) == 168.0
-    assert hours_to_keep(now, now - dt.timedelta(hours=5), 168.0) == 168.0
-    assert hours_to_keep(now, now - dt.timedelta(days=10, minutes=30), 168.0) == 242.0
+    from airflow_cdc.cuts import TIME_TRAVEL_CHECK
+    from spark_jobs.cut import CUTS_SCHEMA
+    from spark_jobs.maintain import FILE_RETENTION
+
+    path = f"{warehouse}/public/quiet"
+    # A retention of a second stands for a week: version 0 is soon older than it.
+    spark.range(3).write.format("delta").option(FILE_RETENTION, "interval 1 seconds").save(path)
+    published = dt.datetime.now(dt.UTC)
+    cut = (at(1, 0), at(0, 0), at(1, 0), True, {"public.quiet": 0}, {"public.quiet": path})
+    spark.createDataFrame([(*cut, "b1", "r1", published, "cdc")], CUTS_SCHEMA).write.format(
+        "delta"
+    ).save(f"{warehouse}/_cdc/cuts")
+    time.sleep(2)
+    spark.range(5).write.format("delta").mode("overwrite").save(path)
+    with pytest.raises(Exception, match="TIME_TRAVEL_BEYOND_DELETED_FILE_RETENTION"):
+        spark.read.format("delta").option("versionAsOf", 0).load(path).count()
+    frames = read_cut(spark, warehouse, "cdc", at=at(1, 0))
+    assert sorted(r[0] for r in frames["public.quiet"].collect()) == [0, 1, 2]
+    assert spark.conf.get(TIME_TRAVEL_CHECK, None) is None
 
 
 def test_a_change_below_a_true_cut_is_quarantined_only_where_it_would_move_a_row(

@@ -285,3 +285,55 @@ def test_records_the_open_state_still_holds_never_expire(spark: Any, warehouse: 
     expired = maintain.expired_records(ctx, "src", old + 30 * day, day, day)
     assert expired is not None
     assert [r["record_id"] for r in expired.collect()] == ["done"]
+
+
+def test_vacuum_takes_the_table_s_retention_and_skips_a_table_with_no_file_that_old(
+    spark: Any, warehouse: str
+) -> None:
+    """VACUUM deletes a file no commit references once it is older than the table's
+    retention (an overwritten file only that long after its removal); a table without a file
+    that old is done without VACUUM's listing (its log's age aside); a retention other than
+    Delta's default is set on the table, once."""
+    import os
+    import shutil
+    import time
+
+    path = f"{warehouse}/t"
+    spark.range(3).write.format("delta").save(path)
+    spark.range(4).write.format("delta").mode("overwrite").save(path)  # the first file unused
+    ctx = JobContext(spark, Warehouse(warehouse), "m", "r", "maintain", maintain.JOB_VERSION)
+    data = sorted(f for f in os.listdir(path) if f.endswith(".parquet"))
+    eight_days_ago = time.time() - 8 * 86400
+    for name in os.listdir(f"{path}/_delta_log"):
+        os.utime(Path(path, "_delta_log", name), (eight_days_ago, eight_days_ago))
+    assert maintain.may_vacuum(ctx, path, 168) is False
+    assert maintain.vacuum(ctx, path, 168) == 0
+
+    # A failed write's file (no commit added it), and every data file, written 8 days ago:
+    # only the orphan goes; the overwritten file was removed just now.
+    orphan = Path(path, "part-99999-orphan.c000.snappy.parquet")
+    shutil.copy(Path(path, data[0]), orphan)
+    for name in [*data, orphan.name]:
+        os.utime(Path(path, name), (eight_days_ago, eight_days_ago))
+    assert maintain.may_vacuum(ctx, path, 168) is True
+    assert maintain.may_vacuum(ctx, path, 24 * 9) is False  # not before a 9-day horizon
+    assert maintain.vacuum(ctx, path, 168) == 1
+    assert sorted(f for f in os.listdir(path) if f.endswith(".parquet")) == data
+    assert spark.read.format("delta").load(path).count() == 4
+
+    def versions() -> int:
+        return spark.sql(f"DESCRIBE HISTORY delta.`{path}`").count()
+
+    before = versions()
+    maintain.keep_removed_files(ctx, path, 168, maintain.detail(ctx, path)["properties"])
+    assert versions() == before  # Delta's default: nothing to set
+    shutil.copy(Path(path, data[0]), orphan)
+    os.utime(orphan, (eight_days_ago, eight_days_ago))
+    maintain.keep_removed_files(ctx, path, 1000, maintain.detail(ctx, path)["properties"])
+    properties = maintain.detail(ctx, path)["properties"]
+    assert properties[maintain.FILE_RETENTION] == "interval 1000 hours"
+    assert properties[maintain.LOG_RETENTION] == "interval 1000 hours"  # over 30 days
+    assert versions() == before + 1
+    maintain.keep_removed_files(ctx, path, 1000, properties)
+    assert versions() == before + 1
+    assert maintain.vacuum(ctx, path, 1000) == 0 and orphan.exists()  # younger than 1000 h
