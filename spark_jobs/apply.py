@@ -293,9 +293,9 @@ def apply_table(
     extras = evolve(spark, path, winners, added)
     keys = list(spec.primary_key)
     target = spark.read.format("delta").load(path).alias("t")
-    statuses = classify(
-        winners, target.where(key_range(winners, keys, "t")), keys, late, refuse_late
-    ).localCheckpoint()
+    # The batch's key range (a refused change leaves it a superset: still a valid bound).
+    pruning = key_range(winners, keys, "t")
+    statuses = classify(winners, target.where(pruning), keys, late, refuse_late).localCheckpoint()
     counts = {
         r["status"]: int(r["n"])
         for r in statuses.groupBy("status").agg(F.count(F.lit(1)).alias("n")).collect()
@@ -306,7 +306,6 @@ def apply_table(
         )
         winners = winners.join(refused.distinct(), "_cdc_record_id", "left_anti").localCheckpoint()
     fault_point("apply:before_merge")
-    pruning = key_range(winners, keys, "t")
     retry_on_conflict(
         lambda: merge(path, spec, winners, extras, batch_id, pruning), f"MERGE into {path}"
     )
