@@ -97,6 +97,10 @@ def delta_spark_conf(jars: Sequence[str] | None = None) -> dict[str, str]:
         # batch's materialized stages spill to disk (about a third of apply_changes' time at
         # 200k records). A cluster sets its own through ``spark_conf``.
         "spark.driver.memory": "4g",
+        # Batch jobs want throughput: the parallel collector ran small applies 10-20% faster
+        # than the default G1 on two cores (G1's concurrent work competes with the tasks).
+        "spark.driver.extraJavaOptions": "-XX:+UseParallelGC",
+        "spark.executor.extraJavaOptions": "-XX:+UseParallelGC",
         # PySpark records the Python call site of every column expression it builds (three
         # JVM calls and a stack walk each): several seconds per job for plans of hundreds of
         # expressions. Errors still name the failing expression.

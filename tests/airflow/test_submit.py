@@ -68,6 +68,8 @@ def test_apply_job_spec_exactly(monkeypatch: pytest.MonkeyPatch) -> None:
             "spark.databricks.delta.snapshotPartitions": "4",
             "spark.sql.sources.parallelPartitionDiscovery.parallelism": "16",
             "spark.driver.memory": "4g",
+            "spark.driver.extraJavaOptions": "-XX:+UseParallelGC",
+            "spark.executor.extraJavaOptions": "-XX:+UseParallelGC",
             "spark.python.sql.dataFrameDebugging.enabled": "false",
             "spark.pyspark.python": sys.executable,
             "spark.pyspark.driver.python": sys.executable,
