@@ -25,7 +25,8 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from airflow_cdc.core.columns import MAX_ADDED_COLUMNS, MAX_COLUMNS_PER_RECORD
-from airflow_cdc.core.ddl import TableSpec, parse_tables
+from airflow_cdc.core.ddl import TableSpec, history_tables, parse_tables
+from airflow_cdc.core.events import TableRef
 from airflow_cdc.core.exceptions import CdcError
 from airflow_cdc.core.formats import EMBEDDED_JSON
 from airflow_cdc.core.formats.common import (
@@ -36,7 +37,7 @@ from airflow_cdc.core.formats.common import (
     RecordLimits,
 )
 from airflow_cdc.jobs import MAX_PENDING_WALL_SECONDS
-from spark_jobs import apply, ledger, reassemble, resolve, transactions
+from spark_jobs import apply, history, ledger, reassemble, resolve, transactions
 from spark_jobs import cut as cutting
 from spark_jobs.common import (
     RECORD,
@@ -59,7 +60,7 @@ log = logging.getLogger("airflow_cdc.jobs")
 JOB_NAME = "apply_changes"
 # Formats whose every change names its schema: an empty schema names no declared table.
 NAMES_SCHEMAS = ("dsql",)
-JOB_VERSION = "2.4.0"
+JOB_VERSION = "2.5.0"
 
 
 @dataclass(frozen=True)
@@ -195,10 +196,12 @@ def apply_tables(
     limits: Limits,
     late: Column | None = None,
     refuse_late: bool = False,
+    histories: frozenset[TableRef] = frozenset(),
 ) -> dict[str, Any]:
     """Decode, resolve and MERGE the changes of every declared table; quarantine the rest
     (and, with ``refuse_late``, the ``late`` changes that would move a row: see
-    :func:`spark_jobs.apply.classify`)."""
+    :func:`spark_jobs.apply.classify`). Tables in ``histories`` also record every change in
+    their history table (:mod:`spark_jobs.history`), a late one only where it is applied."""
     stats: dict[str, Any] = {}
     only_table = len(specs) == 1
     names_schemas = fmt in NAMES_SCHEMAS
@@ -231,6 +234,16 @@ def apply_tables(
             rows = statuses.where(refused).select("record_id", "batch_id", "reason", "detail")
             outcomes.quarantine(with_payloads(rows, payloads))
         counts["quarantined"] = failed.count() + counts.get(QUARANTINED, 0)
+        if declared.table in histories:
+            recorded = good.where(~late) if refuse_late and late is not None else good
+            counts["history"] = history.record(
+                ctx.spark,
+                ctx.warehouse.target(history.of(declared).table),
+                spec,
+                recorded,
+                list(counts.get("extra_columns", [])),
+                ctx.batch_id,
+            )
         stats[spec.table.qualified] = counts
     declared_any = F.lit(False)
     for spec in specs:
@@ -507,7 +520,9 @@ def replay_quarantine(ctx: JobContext, args: Any, specs: list[TableSpec]) -> dic
     )
     limits = Limits(args.max_columns_per_record, args.max_added_columns, args.column_mapping)
     payloads = [parsed.select("record_id", "payload")]
-    stats["tables"] = apply_tables(ctx, args.format, specs, changes, outcomes, payloads, limits)
+    stats["tables"] = apply_tables(
+        ctx, args.format, specs, changes, outcomes, payloads, limits, histories=histories_of(args)
+    )
     commit_outcomes(ctx, source, outcomes)
     stats["accounting"] = ledger.accounting_of(
         ctx.spark, records, ctx.warehouse.ledger, source, batches
@@ -516,9 +531,16 @@ def replay_quarantine(ctx: JobContext, args: Any, specs: list[TableSpec]) -> dic
     return stats
 
 
+def histories_of(args: Any) -> frozenset[TableRef]:
+    """The declared tables that keep a history table."""
+    specs = parse_tables(args.ddl, args.default_schema)
+    return frozenset(s.table for s in history_tables(args.history, specs, args.default_schema))
+
+
 def run(ctx: JobContext, args: Any) -> dict[str, Any]:
     source = args.source
     specs = parse_tables(args.ddl, args.default_schema)
+    histories_of(args)  # a name the DDL does not declare fails before any work
     check_layout(ctx)
     if args.replay:
         return replay_quarantine(ctx, args, specs)
@@ -581,7 +603,16 @@ def run(ctx: JobContext, args: Any) -> dict[str, Any]:
         refuse_late = not holding.cut.heuristic
     limits = Limits(args.max_columns_per_record, args.max_added_columns, args.column_mapping)
     stats["tables"] = apply_tables(
-        ctx, args.format, specs, changes, outcomes, payloads, limits, late, refuse_late
+        ctx,
+        args.format,
+        specs,
+        changes,
+        outcomes,
+        payloads,
+        limits,
+        late,
+        refuse_late,
+        histories_of(args),
     )
     stats["parsed"] = {
         r["rtype"]: int(r["n"])
@@ -589,7 +620,8 @@ def run(ctx: JobContext, args: Any) -> dict[str, Any]:
     }
     commit_bookkeeping(ctx, source, outcomes, settlement.state, holding)
     if holding is not None and holding.cut is not cutting.NO_CUT:
-        stats["cut"] = publish_cut(ctx, source, holding, specs)
+        kept = history_tables(args.history, specs, args.default_schema)
+        stats["cut"] = publish_cut(ctx, source, holding, [*specs, *map(history.of, kept)])
     stats["accounting"] = ledger.accounting(
         ctx.spark, batch_records(ctx, source), ctx.warehouse.ledger, source, ctx.batch_id
     )
@@ -672,6 +704,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         help="follow the source's transactions (Debezium transaction metadata, its transaction"
         " topic landed with the tables): a cut never passes a transaction whose END or events"
         " have not all arrived",
+    )
+    parser.add_argument(
+        "--history",
+        default="",
+        help="comma-separated declared tables (schema.table, or table in the default schema;"
+        " * for all) that also keep a history table (SCD type 2) at <schema>/<table>__history:"
+        " every version of each row, open from its change's commit time until the next",
     )
     parser.add_argument(
         "--replay",

@@ -20,7 +20,9 @@ commit ever added, such as a failed write's; a table with no file that old is do
 VACUUM's listing). The retention is the table's ``delta.deletedFileRetentionDuration``, set
 only when it differs from Delta's default (7 days): Delta 4 ignores VACUUM's ``RETAIN``
 clause, and refuses time travel beyond that retention. Changing it is one metadata commit,
-which a concurrent apply's MERGE retries like any conflict. The source's
+which a concurrent apply's MERGE retries like any conflict. A table's history table
+(``<table>__history``, :mod:`spark_jobs.history`) is compacted and vacuumed the same way,
+and nothing is deleted from it: its delete rows are history. The source's
 partitions of the bookkeeping tables (``_cdc/raw``, ``ledger``, ``quarantine``, ``cuts``) and
 of the open state (``pending``, ``held``, ``transactions``: rewritten by every apply run, so
 each run leaves files behind) are compacted too, and the tables vacuumed.
@@ -63,7 +65,7 @@ from airflow_cdc.core.ddl import parse_tables
 from airflow_cdc.core.exceptions import ResolvedTimestampUnavailable
 from airflow_cdc.core.resolved_state import parse_state
 from airflow_cdc.jobs import MAX_RETENTION_SECONDS, MIN_VACUUM_RETENTION_HOURS
-from spark_jobs import ledger
+from spark_jobs import history, ledger
 from spark_jobs.common import (
     PROGRESS,
     JobContext,
@@ -85,7 +87,7 @@ from spark_jobs.cut import from_spark, member_ids
 from spark_jobs.reassemble import OPEN
 
 JOB_NAME = "maintain"
-JOB_VERSION = "1.2.0"
+JOB_VERSION = "1.3.0"
 RAW_RETENTION_SECONDS = 7 * 86400.0
 CUT_RETENTION_SECONDS = 7 * 86400.0
 QUARANTINE_RETENTION_SECONDS = 30 * 86400.0
@@ -380,6 +382,14 @@ def run(ctx: JobContext, args: Any) -> dict[str, Any]:
     if cuts.oldest_at is not None and resolved is not None:
         horizon = min(resolved, cuts.oldest_at + retention)
     tables: dict[str, Any] = {}
+
+    def vacuum_hours(table: str) -> float:
+        if table in cuts.versions:
+            # A kept cut's version was current when the cut was published: every file
+            # removed since is removed after it, and stays as long as the cut.
+            return max(args.vacuum_retention_hours, cut_retention.total_seconds() / 3600)
+        return float(args.vacuum_retention_hours)
+
     for spec in specs:
         path = ctx.warehouse.target(spec.table)
         if not table_exists(ctx.spark, path):
@@ -388,12 +398,12 @@ def run(ctx: JobContext, args: Any) -> dict[str, Any]:
             partial(purge_tombstones, ctx, path, horizon, retention),
             f"tombstone purge of {path}",
         )
-        hours = args.vacuum_retention_hours
-        if spec.table.qualified in cuts.versions:
-            # A kept cut's version was current when the cut was published: every file
-            # removed since is removed after it, and stays as long as the cut.
-            hours = max(hours, cut_retention.total_seconds() / 3600)
-        tables[spec.table.qualified] = maintain_table(ctx, path, hours, tombstones_purged=purged)
+        name = spec.table.qualified
+        tables[name] = maintain_table(ctx, path, vacuum_hours(name), tombstones_purged=purged)
+        kept = history.of(spec).table  # compacted, never purged: its deletes are history
+        path = ctx.warehouse.target(kept)
+        if table_exists(ctx.spark, path):
+            tables[kept.qualified] = maintain_table(ctx, path, vacuum_hours(kept.qualified))
     wh = ctx.warehouse
     mine = f"source = '{source}'"  # a plain name (source_name), safe to quote
     for name, path in (

@@ -94,6 +94,46 @@ def parse_tables(ddl: str, default_schema: str = "public") -> list[TableSpec]:
     return specs
 
 
+# A history table (SCD type 2) sits beside its table, named with this suffix.
+HISTORY_SUFFIX = "__history"
+
+
+def history_tables(
+    names: str | list[str] | bool, specs: list[TableSpec], default_schema: str = "public"
+) -> list[TableSpec]:
+    """The declared tables that keep a history table: ``True`` (or ``"*"``) for all, else the
+    tables named (``schema.table``, or ``table`` in ``default_schema``; a comma-separated
+    string or a list).
+
+    :raises DdlError: a name that no ``CREATE TABLE`` declares, or a declared table whose name
+        a history table would take (``<table>__history``).
+    """
+    if names is False or names == [] or names == "":
+        return []
+    if names is True or names == "*":
+        chosen = list(specs)
+    else:
+        wanted = names.split(",") if isinstance(names, str) else list(names)
+        by_name = {spec.table: spec for spec in specs}
+        chosen = []
+        for name in (n.strip() for n in wanted if n.strip()):
+            schema, _, table = name.rpartition(".")
+            spec = by_name.get(TableRef(schema or default_schema, table))
+            if spec is None:
+                raise DdlError(f"history table for {name!r}: no CREATE TABLE declares it")
+            if spec not in chosen:
+                chosen.append(spec)
+    declared = {spec.table for spec in specs}
+    for spec in chosen:
+        taken = TableRef(spec.table.schema, spec.table.name + HISTORY_SUFFIX)
+        if taken in declared:
+            raise DdlError(
+                f"{spec.table.qualified!r} keeps a history table named {taken.qualified!r},"
+                " which the DDL declares as a table too"
+            )
+    return chosen
+
+
 # A schema or table name that is safe as one path segment.
 PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 

@@ -10,7 +10,7 @@ from typing import Any
 from airflow.sdk import Context
 
 from airflow_cdc.core.columns import MAX_ADDED_COLUMNS, MAX_COLUMNS_PER_RECORD
-from airflow_cdc.core.ddl import parse_tables
+from airflow_cdc.core.ddl import history_tables, parse_tables
 from airflow_cdc.core.formats import parser_for
 from airflow_cdc.core.formats.common import MAX_FRAGMENTS, MAX_NUMBER_LENGTH, RecordLimits
 from airflow_cdc.jobs import MAX_PENDING_WALL_SECONDS, check_source
@@ -60,6 +60,14 @@ class ApplyChangesOperator(SparkJobOperator):
         land the connector's transaction topic with the table topics, same source): a
         transaction is applied whole, and a cut never passes one whose ``END`` event or
         events of a declared table have not all arrived. Needs ``consistent_cut``.
+    :param history: Tables that also keep a history table (SCD type 2) beside their current
+        state: ``True`` for every declared table, or their names (``schema.table``, or
+        ``table`` in ``default_schema``). ``<schema>/<table>__history`` holds every version of
+        each row, open from its change's commit time (``__start_at``) until the key's next
+        change (``__end_at``, null for the current version); a delete is a row of its own
+        (``_cdc_deleted``). A late change takes its place in commit order. With
+        ``consistent_cut`` the history holds the changes below the cut, and the published cut
+        names its version. Off by default.
     :param max_active_tis_per_dag: As for any operator; default 1 here, so that the DAG's runs
         (a backfill beside the scheduled runs) apply one batch of the source at a time.
     :param tombstone_retention_seconds: Deprecated and ignored: tombstones are purged by
@@ -94,6 +102,7 @@ class ApplyChangesOperator(SparkJobOperator):
         cut_at: str = "{{ data_interval_end | ts }}",
         interval_start: str = "{{ data_interval_start | ts }}",
         transactions: bool = False,
+        history: bool | Sequence[str] = False,
         tombstone_retention_seconds: float | None = None,
         **kwargs: Any,
     ) -> None:
@@ -124,11 +133,13 @@ class ApplyChangesOperator(SparkJobOperator):
         self.cut_at = cut_at
         self.interval_start = interval_start
         self.transactions = transactions
+        self.history = history if isinstance(history, bool) else list(history)
 
     def job_args(self, context: Context) -> list[str]:
         check_source(self.source)
         parser_for(self.record_format)  # an unknown format fails here, naming the known ones
-        parse_tables(self.ddl, self.default_schema)  # and a bad DDL, with the DDL error
+        specs = parse_tables(self.ddl, self.default_schema)  # and a bad DDL, with its error
+        kept = history_tables(self.history, specs, self.default_schema)  # and an unknown name
         if self.max_pending_age_seconds <= 0:
             raise ValueError(
                 f"max_pending_age_seconds must be > 0, got {self.max_pending_age_seconds!r}"
@@ -173,6 +184,7 @@ class ApplyChangesOperator(SparkJobOperator):
             *("--max-number-length", str(self.max_number_length)),
             *(["--column-mapping"] if self.column_mapping else []),
             *cut,
+            *(["--history", ",".join(s.table.qualified for s in kept)] if kept else []),
         ]
 
 

@@ -187,6 +187,30 @@ def test_apply_changes_arguments() -> None:
         ).job_args({})
 
 
+def test_history_tables_are_named_to_the_job_and_checked_against_the_ddl() -> None:
+    ddl = "CREATE TABLE s.a (id int PRIMARY KEY); CREATE TABLE b (id int PRIMARY KEY)"
+
+    def args(history: object) -> list[str]:
+        return ApplyChangesOperator(
+            task_id="h", warehouse="/wh", source="s", ddl=ddl, history=history
+        ).job_args({})
+
+    assert "--history" not in args(False)
+    assert args(True)[-2:] == ["--history", "s.a,public.b"]
+    assert args(["b"])[-2:] == ["--history", "public.b"]
+    with pytest.raises(DdlError, match="for 'a': no CREATE TABLE declares it"):
+        args(["a"])
+    clash = ApplyChangesOperator(
+        task_id="h",
+        warehouse="/wh",
+        source="s",
+        ddl=ddl + "; CREATE TABLE b__history (id int PRIMARY KEY)",
+        history=["public.b"],
+    )
+    with pytest.raises(DdlError, match="which the DDL declares as a table too"):
+        clash.job_args({})
+
+
 def test_kafka_landing_arguments_and_client_config_from_the_connection(monkeypatch) -> None:
     monkeypatch.setenv(
         "AIRFLOW_CONN_KAF",
