@@ -60,6 +60,9 @@ with DAG(
         # Apply exactly the changes committed before the interval's end and publish that
         # cut (each table's Delta version): every table as of the same point.
         consistent_cut=True,
+        # Every version of each customer, open from its commit time until the next
+        # (public/customers__history, SCD type 2).
+        history=["public.customers"],
         max_active_tis_per_dag=1,
     )
 

@@ -21,6 +21,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -198,6 +199,27 @@ def published(warehouse: str) -> int:
     return 0
 
 
+def history(spark: Any, warehouse: str) -> int:
+    """Print the customers' history table (SCD type 2); 1 if its open versions are not the
+    table's live rows."""
+    versions = spark.read.format("delta").load(f"{warehouse}/public/customers__history")
+    closed = versions.where("__end_at IS NOT NULL").count()
+    print(
+        f"\n== public.customers__history: {versions.count()} versions, {closed} closed by a"
+        " later change"
+    )
+    changed = versions.groupBy("id").count().where("count > 2").select("id").limit(1)
+    versions.join(changed, "id").orderBy("__start_at").select(
+        "id", "name", "__start_at", "__end_at", "_cdc_deleted"
+    ).show(10, 30)
+    current = versions.where("__end_at IS NULL AND NOT _cdc_deleted").select("id", "name")
+    table = spark.read.format("delta").load(f"{warehouse}/public/customers")
+    live = table.where("NOT _cdc_deleted").select("id", "name")
+    same = current.exceptAll(live).isEmpty() and live.exceptAll(current).isEmpty()
+    print("its open versions are the table's live rows" if same else "MISMATCH with the table")
+    return 0 if same else 1
+
+
 def report(stream, warehouse: str) -> int:  # type: ignore[no-untyped-def]
     from spark_jobs.session import get_session
 
@@ -220,6 +242,7 @@ def report(stream, warehouse: str) -> int:  # type: ignore[no-untyped-def]
                 print("  ", problem)
         else:
             print(f"matches the generator's expected state ({len(stream.expected[table])} rows)")
+    failures += history(spark, warehouse)
     failures += accounting(spark, warehouse)
     failures += published(warehouse)
     quarantine = spark.read.format("delta").load(f"{warehouse}/_cdc/quarantine")

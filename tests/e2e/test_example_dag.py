@@ -82,8 +82,18 @@ def test_example_dag_lands_and_applies_the_stream_idempotently(
         history = spark.sql(f"DESCRIBE HISTORY delta.`{where['location']}`")
         assert where["version"] == history.agg({"version": "max"}).first()[0]
 
+    # The customers' history: one version per change, and its open versions are the table.
+    versions = spark.read.format("delta").load(f"{warehouse}/public/customers__history")
+    current = versions.where("__end_at IS NULL AND NOT _cdc_deleted").drop(
+        "__start_at", "__end_at", "_cdc_set_columns"
+    )
+    assert differences(stream, "customers", [r.asDict() for r in current.collect()]) == []
+    assert "public.customers__history" in cut.tables
+    versions_before = _table_state(spark, warehouse, "customers__history")
+
     second = dag.test(logical_date=INTERVAL_END)
     assert second.state == "success"
     assert {t: _table_state(spark, warehouse, t) for t in TABLES} == before
+    assert _table_state(spark, warehouse, "customers__history") == versions_before
     assert _ledger(spark, warehouse) == ledger
     assert published_cut(warehouse, "e2e-dsql") == cut  # the backfill published nothing new
