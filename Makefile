@@ -32,7 +32,7 @@ setup: $(BIN)/.installed $(CACHE)/delta-jars.txt $(CACHE)/kafka/.installed node_
 lint: $(BIN)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy airflow_cdc spark_jobs
+	$(BIN)/mypy airflow_cdc spark_jobs cdc_demo
 
 test: setup
 	$(BIN)/python -m pytest -q -ra --durations=15
@@ -55,7 +55,7 @@ kinesis-up: setup
 	@if [ -f $(CACHE)/kinesis.pid ] && kill -0 $$(cat $(CACHE)/kinesis.pid) 2>/dev/null; then \
 		echo "kinesis-local already running (pid $$(cat $(CACHE)/kinesis.pid))"; \
 	else \
-		nohup $(BIN)/python -m airflow_cdc.demo.kinesis --port $(KINESIS_PORT) \
+		nohup $(BIN)/python -m cdc_demo.kinesis --port $(KINESIS_PORT) \
 			--log $(CACHE)/kinesis-server.log > $(CACHE)/kinesis.log 2>&1 & echo $$! > $(CACHE)/kinesis.pid; \
 		sleep 3; cat $(CACHE)/kinesis.log; \
 	fi
@@ -69,4 +69,4 @@ kinesis-down:
 	fi
 
 kafka-up: setup
-	$(BIN)/python -m airflow_cdc.demo.kafka
+	$(BIN)/python -m cdc_demo.kafka

@@ -46,8 +46,8 @@ sys.path.insert(0, str(REPO / "scripts"))
 
 import baselines  # noqa: E402
 
-from airflow_cdc.demo import change_stream  # noqa: E402
-from airflow_cdc.demo.dsql_stream import DDL, generate, write_ndjson  # noqa: E402
+from cdc_demo import change_stream  # noqa: E402
+from cdc_demo.dsql_stream import DDL, generate, write_ndjson  # noqa: E402
 
 
 class PeakMemory:

@@ -26,10 +26,10 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from airflow_cdc.demo import kinesis  # noqa: E402
-from airflow_cdc.demo.change_stream import FORMATS, TOPIC  # noqa: E402
-from airflow_cdc.demo.dsql_stream import TABLES, differences, generate  # noqa: E402
-from airflow_cdc.demo.environment import STREAM, airflow_env, migrate  # noqa: E402
+from cdc_demo import kinesis  # noqa: E402
+from cdc_demo.change_stream import FORMATS, TOPIC  # noqa: E402
+from cdc_demo.dsql_stream import TABLES, differences, generate  # noqa: E402
+from cdc_demo.environment import STREAM, airflow_env, migrate  # noqa: E402
 
 WORK = REPO / ".cache" / "demo"
 INTERVAL_END = "2026-01-01T01:00:00+00:00"
@@ -117,8 +117,8 @@ def run_dag(env: dict[str, str], dag_id: str) -> bool:
 
 
 def kafka_demo(fmt: str, warehouse: Path) -> int:
-    from airflow_cdc.demo.change_stream import generate
-    from airflow_cdc.demo.kafka import create_topic, kafka_broker, produce
+    from cdc_demo.change_stream import generate
+    from cdc_demo.kafka import create_topic, kafka_broker, produce
 
     end_us = int(dt.datetime.fromisoformat(INTERVAL_END).timestamp()) * 1_000_000
     stream = generate(
@@ -184,7 +184,7 @@ def accounting(spark, warehouse: str) -> int:  # type: ignore[no-untyped-def]
 def published(warehouse: str) -> int:
     """Print the consistent cut the run published; 1 if there is none."""
     from airflow_cdc.cuts import published_cut
-    from airflow_cdc.demo.environment import STREAM
+    from cdc_demo.environment import STREAM
 
     cut = published_cut(warehouse, STREAM)
     if cut is None:

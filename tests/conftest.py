@@ -42,7 +42,7 @@ def warehouse(tmp_path: Path) -> str:
 @pytest.fixture(scope="session")
 def airflow_db() -> str:
     """A migrated SQLite metadata database for tests that run DAGs."""
-    from airflow_cdc.demo.environment import migrate
+    from cdc_demo.environment import migrate
 
     migrate({"AIRFLOW_HOME": os.environ["AIRFLOW_HOME"]})
     return os.environ["AIRFLOW_HOME"]
@@ -51,7 +51,7 @@ def airflow_db() -> str:
 @pytest.fixture(scope="session")
 def kinesis_endpoint() -> Iterator[str]:
     """A kinesis-local server on loopback for the whole run."""
-    from airflow_cdc.demo.kinesis import kinesis_local
+    from cdc_demo.kinesis import kinesis_local
 
     with kinesis_local() as endpoint:
         yield endpoint
@@ -60,7 +60,7 @@ def kinesis_endpoint() -> Iterator[str]:
 @pytest.fixture(scope="session")
 def kafka_bootstrap() -> Iterator[str]:
     """A real Kafka broker (KRaft mode) for the whole run."""
-    from airflow_cdc.demo.kafka import kafka_broker
+    from cdc_demo.kafka import kafka_broker
 
     with kafka_broker() as bootstrap:
         yield bootstrap

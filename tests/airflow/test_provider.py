@@ -67,7 +67,7 @@ def test_example_dags_declare_the_tables_their_demo_streams_write() -> None:
     from airflow.dag_processing.dagbag import DagBag
 
     from airflow_cdc.core.ddl import parse_tables
-    from airflow_cdc.demo import dsql_stream
+    from cdc_demo import dsql_stream
 
     bag = DagBag(str(REPO / "dags_examples"))
     expected = {

@@ -1,6 +1,6 @@
 """The demo DSQL generator as an oracle: its fragments and expected values, by hand.
 
-The generator (``airflow_cdc.demo.dsql_stream``) is what the Spark end-to-end tests compare the
+The generator (``cdc_demo.dsql_stream``) is what the Spark end-to-end tests compare the
 tables to, so it must not share code with the pipeline. These cases hold it to the Aurora DSQL
 CDC document ("Understanding CDC records") and the README's *Types*, with values computed by
 hand.
@@ -20,8 +20,8 @@ from typing import Any
 import crc32c
 import pytest
 
-from airflow_cdc.demo import dsql_stream
-from airflow_cdc.demo.dsql_stream import (
+from cdc_demo import dsql_stream
+from cdc_demo.dsql_stream import (
     Stream,
     differences,
     envelope,
@@ -49,7 +49,7 @@ def test_the_oracle_imports_nothing_from_the_pipeline() -> None:
     modules = [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
     modules += [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
     assert not [m for m in modules if m.startswith(("airflow_cdc.core", "spark_jobs"))]
-    assert "airflow_cdc.demo" in modules  # example_ddl: it only reads the DDL file
+    assert "cdc_demo" in modules  # example_ddl: it only reads the DDL file
 
 
 def test_the_ddl_is_read_with_its_keys_and_types() -> None:

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from airflow_cdc.cuts import published_cut
-from airflow_cdc.demo import kinesis
-from airflow_cdc.demo.dsql_stream import TABLES, differences, generate
-from airflow_cdc.demo.environment import airflow_env
+from cdc_demo import kinesis
+from cdc_demo.dsql_stream import TABLES, differences, generate
+from cdc_demo.environment import airflow_env
 from tests.conftest import REPO
 from tests.spark.pipeline import live_rows
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow_cdc.demo.dsql_stream import DDL
+from cdc_demo.dsql_stream import DDL
 from spark_jobs import apply_changes, land_files
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from delta.tables import DeltaTable
 
-from airflow_cdc.demo.dsql_stream import write_ndjson
+from cdc_demo.dsql_stream import write_ndjson
 from spark_jobs.ledger import current_status
 from tests.spark.pipeline import land_dump, process
 

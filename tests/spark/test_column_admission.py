@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from airflow_cdc.demo.dsql_stream import write_ndjson
+from cdc_demo.dsql_stream import write_ndjson
 from tests.spark.pipeline import land_dump, process
 
 pytestmark = pytest.mark.spark

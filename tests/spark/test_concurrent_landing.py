@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from airflow_cdc.demo import change_stream
-from airflow_cdc.demo.dsql_stream import generate, write_ndjson
+from cdc_demo import change_stream
+from cdc_demo.dsql_stream import generate, write_ndjson
 from tests.conftest import REPO
 from tests.spark.pipeline import land_dump
 

@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 from delta.tables import DeltaTable
 
-from airflow_cdc.demo import kinesis
-from airflow_cdc.demo.dsql_stream import DDL, TABLES, differences, generate, write_ndjson
+from cdc_demo import kinesis
+from cdc_demo.dsql_stream import DDL, TABLES, differences, generate, write_ndjson
 from spark_jobs import apply_changes
 from spark_jobs.common import SimulatedCrash
 from spark_jobs.ledger import STATUSES

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from airflow_cdc.cuts import published_cut, read_cut
-from airflow_cdc.demo.dsql_stream import write_ndjson
+from cdc_demo.dsql_stream import write_ndjson
 from spark_jobs import apply_changes, maintain
 from spark_jobs.ledger import STATUSES
 from tests.spark.pipeline import land_dump

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from airflow_cdc.demo.change_stream import DDL, generate
+from cdc_demo.change_stream import DDL, generate
 from spark_jobs.ledger import STATUSES
 from tests.spark.pipeline import land_dump, process
 

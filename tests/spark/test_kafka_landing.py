@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from airflow_cdc.demo.change_stream import DDL, TOPIC, generate
-from airflow_cdc.demo.kafka import create_topic, produce
+from cdc_demo.change_stream import DDL, TOPIC, generate
+from cdc_demo.kafka import create_topic, produce
 from spark_jobs import land_kafka
 from spark_jobs.common import RECORD, Warehouse
 from tests.spark.pipeline import process

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from airflow_cdc.demo import kinesis
-from airflow_cdc.demo.dsql_stream import TABLES, differences, generate
+from cdc_demo import kinesis
+from cdc_demo.dsql_stream import TABLES, differences, generate
 from spark_jobs import land_kinesis
 from tests.spark.pipeline import live_rows, process
 

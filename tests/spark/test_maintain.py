@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from airflow_cdc.demo.dsql_stream import DDL, generate, write_ndjson
+from cdc_demo.dsql_stream import DDL, generate, write_ndjson
 from spark_jobs import ledger, maintain
 from spark_jobs.common import JobContext, Warehouse
 from tests.spark.pipeline import land_dump, process
@@ -213,7 +213,7 @@ def test_compaction_while_an_apply_runs(
     import subprocess
     import sys
 
-    from airflow_cdc.demo.dsql_stream import differences
+    from cdc_demo.dsql_stream import differences
     from spark_jobs.ledger import STATUSES
     from tests.conftest import REPO
     from tests.spark.pipeline import live_rows

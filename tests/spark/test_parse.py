@@ -20,7 +20,7 @@ from airflow_cdc.core.events import ChangeRecord, Fragment, Message
 from airflow_cdc.core.exceptions import RecordFormatError
 from airflow_cdc.core.formats import parser_for
 from airflow_cdc.core.formats.common import RecordLimits
-from airflow_cdc.demo.dsql_stream import generate
+from cdc_demo.dsql_stream import generate
 from spark_jobs.parse import parse_records
 from tests.core.test_dsql_format import CHUNKED, DELETE_RECORD, INSERT
 

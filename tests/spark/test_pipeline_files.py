@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from airflow_cdc.demo.dsql_stream import differences, envelope, generate, write_ndjson
+from cdc_demo.dsql_stream import differences, envelope, generate, write_ndjson
 from spark_jobs import apply_changes
 from spark_jobs.ledger import current_status
 from tests.spark.pipeline import land_dump, live_rows, process
@@ -36,7 +36,7 @@ def test_dump_to_tables_matches_the_generator(spark: Any, warehouse: str, tmp_pa
 def _ndjson(tmp_path: Path, name: str, records: list[dict[str, Any]]) -> str:
     import json
 
-    from airflow_cdc.demo.dsql_stream import write_ndjson
+    from cdc_demo.dsql_stream import write_ndjson
 
     directory = tmp_path / name
     write_ndjson([json.dumps(r) for r in records], str(directory), files=1)

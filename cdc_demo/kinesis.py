@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 SERVER = REPO / "node_modules" / "kinesis-local" / "main.js"
 CREDENTIALS = {"aws_access_key_id": "local", "aws_secret_access_key": "local"}
 REGION = "us-east-1"
@@ -128,11 +128,11 @@ def split_first_shard(kinesis: Any, stream: str) -> str:
 
 
 def main() -> None:
-    """``python -m airflow_cdc.demo.kinesis``: a kinesis-local server until Ctrl-C or SIGTERM
+    """``python -m cdc_demo.kinesis``: a kinesis-local server until Ctrl-C or SIGTERM
     (``make kinesis-up`` / ``make kinesis-down``)."""
     import argparse
 
-    from airflow_cdc.demo import serve_until_stopped
+    from cdc_demo import serve_until_stopped
 
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("--port", type=int, default=4567, help="plain HTTP port on 127.0.0.1")

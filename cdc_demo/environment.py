@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from airflow_cdc.demo.kinesis import CREDENTIALS, REGION, REPO
+from cdc_demo.kinesis import CREDENTIALS, REGION, REPO
 
 STREAM = "dsql-cdc"
 

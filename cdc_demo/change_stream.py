@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from airflow_cdc.demo import example_ddl
+from cdc_demo import example_ddl
 
 DDL = example_ddl("kafka_items.sql")
 FORMATS = ("ydb", "ydb-debezium", "cockroachdb", "arcion", "cdl", "debezium")

@@ -29,7 +29,7 @@ from typing import Any
 
 import crc32c
 
-from airflow_cdc.demo import example_ddl
+from cdc_demo import example_ddl
 
 DDL = example_ddl("dsql_shop.sql")
 TABLES = ("customers", "order_items")

@@ -1,4 +1,5 @@
-"""A realistic Aurora DSQL change stream and its expected result, for the demo, tests and bench."""
+"""The demo's change streams, their expected results and the servers they run on (kinesis-local, a
+Kafka broker): for `make demo`, the tests and the bench. Not part of the provider package."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import time
 from pathlib import Path
 
 # The example DAGs' table definitions: the demo streams write exactly these tables.
-EXAMPLE_DDL = Path(__file__).resolve().parents[2] / "dags_examples" / "ddl"
+EXAMPLE_DDL = Path(__file__).resolve().parents[1] / "dags_examples" / "ddl"
 
 
 def example_ddl(name: str) -> str:

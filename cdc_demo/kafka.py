@@ -136,8 +136,8 @@ def produce(bootstrap: str, messages: list[dict[str, Any]], transactional: bool 
         raise RuntimeError(f"{remaining} messages were not delivered")
 
 
-if __name__ == "__main__":  # python -m airflow_cdc.demo.kafka: a broker until Ctrl-C
-    from airflow_cdc.demo import serve_until_stopped
+if __name__ == "__main__":  # python -m cdc_demo.kafka: a broker until Ctrl-C
+    from cdc_demo import serve_until_stopped
 
     with kafka_broker() as servers:
         serve_until_stopped(f"Kafka broker (KRaft) at {servers}; Ctrl-C stops it")
