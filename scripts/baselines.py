@@ -56,6 +56,7 @@ columns go through ``from_json``), not decoded by the DSQL rules.
 from __future__ import annotations
 
 from functools import reduce
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pyspark import StorageLevel
@@ -92,10 +93,16 @@ _DSQL_ENVELOPE = (
 )
 
 
+def dump_lines(spark, dump: str):  # type: ignore[no-untyped-def]
+    """The dump's lines, its files named one by one (a glob makes Spark log a stack trace
+    while it looks for a streaming sink's metadata under the pattern)."""
+    return spark.read.text(sorted(str(path) for path in Path(dump).glob("*.ndjson")))
+
+
 def bare_pass(spark, dump: str, fmt: str) -> int:  # type: ignore[no-untyped-def]
     from pyspark.sql import functions as F
 
-    lines = spark.read.text(f"{dump}/*.ndjson")
+    lines = dump_lines(spark, dump)
     if fmt == "dsql":
         data = F.unbase64(F.get_json_object("value", "$.Data")).cast("string")
         record = F.from_json(
@@ -126,7 +133,7 @@ def floor(spark: SparkSession, dump: str, fmt: str, path: str) -> int:
     :returns: Records written, counted as the write consumes them (the table is not read
         back).
     """
-    lines = spark.read.text(f"{dump}/*.ndjson")
+    lines = dump_lines(spark, dump)
     if fmt == "dsql":
         data = F.unbase64(F.get_json_object("value", "$.Data")).cast("string")
         parsed = lines.select(data.alias("record"), F.from_json(data, _DSQL_ENVELOPE).alias("r"))
@@ -198,7 +205,7 @@ def _parse(spark: SparkSession, dump: str, specs: list[TableSpec]) -> DataFrame:
         "type STRING, op STRING, source STRUCT<ts_ns: BIGINT, `schema`: STRING, `table`: STRING>,"
         f" after STRUCT<{image}>, before STRUCT<{image}>"
     )
-    lines = spark.read.text(f"{dump}/*.ndjson")
+    lines = dump_lines(spark, dump)
     data = F.unbase64(F.get_json_object("value", "$.Data")).cast("string")
     record = lines.select(F.from_json(data, envelope).alias("r"))
     op = F.col("r.op")
