@@ -3,15 +3,14 @@
 The oracle replays the test's own changes (no pipeline code): per key, in commit order,
 each change opens a version at its commit time that the key's next change closes. So a
 redelivery adds nothing, and a late change takes its place and re-closes the version before
-it. The records are written by hand as the Aurora DSQL document describes them, as in
-``tests/spark/test_cuts.py``.
+it. The records are written by hand as the Aurora DSQL document describes them, by
+``record`` of ``tests/spark/test_cuts.py``.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import itertools
-import json
 import random
 from decimal import Decimal
 from pathlib import Path
@@ -24,6 +23,7 @@ from cdc_demo.dsql_stream import write_ndjson
 from spark_jobs import apply_changes
 from spark_jobs.ledger import STATUSES
 from tests.spark.pipeline import land_dump
+from tests.spark.test_cuts import record
 
 pytestmark = pytest.mark.spark
 
@@ -40,20 +40,6 @@ LIFE = ("c", "u", "d", "c")  # inserted, updated, deleted, inserted again
 
 def at(hour: int, minute: int, second: int = 0) -> dt.datetime:
     return DAY + dt.timedelta(hours=hour, minutes=minute, seconds=second)
-
-
-def record(change: Change) -> str:
-    when, table, op, row = change
-    ts_ns = int(when.timestamp()) * 1_000_000_000
-    return json.dumps(
-        {
-            "type": "full",
-            "op": op,
-            "before": row if op == "d" else None,
-            "after": None if op == "d" else row,
-            "source": {"ts_ns": ts_ns, "schema": "public", "table": table},
-        }
-    )
 
 
 def lives(seed: int, keys: int, count: int, start: dt.datetime, span: int) -> list[Change]:
