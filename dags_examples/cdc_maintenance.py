@@ -38,6 +38,9 @@ FORMATS = {
     "maintain_dsql": "dsql",
     "maintain_kafka": "{{ var.value.get('cdc_format', 'cockroachdb') }}",
 }
+# The history tables the CDC DAGs keep (dsql_to_delta's customers): replayed changes enter
+# them too.
+HISTORY = {"maintain_dsql": ["public.customers"]}
 
 with DAG(
     dag_id="cdc_maintenance",
@@ -83,4 +86,5 @@ with DAG(
             source=source,
             ddl=ddl.read_text(encoding="utf-8"),
             record_format=FORMATS[task_id],
+            history=HISTORY.get(task_id, False),
         )

@@ -14,8 +14,11 @@ nothing) and recomputes the neighbours of the keys it touched, so a late change,
 versions already written, takes its place and re-closes the version before it: the history
 equals the one built from the changes in commit order, whatever order they arrived in. A
 partial update (YDB's UPDATES mode) takes each column it does not set from the key's version
-before it, so a late full image refolds the partial versions after it. One MERGE per run,
-keyed by the primary key and the commit sequence: a re-run after a crash writes nothing new.
+before it, so a late full image refolds the partial versions after it. A change without a
+commit time (placed by its position in its partition) starts when the version before it did.
+One MERGE per run, keyed by the primary key and the commit sequence: a re-run after a crash
+writes nothing new (a change already written under another sequence, which a change without
+a commit position gets when its run is repeated, is known by its record).
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from spark_jobs.schemas import struct
 
 HISTORY_META_DDL = (
     "__start_at TIMESTAMP, __end_at TIMESTAMP, _cdc_deleted BOOLEAN, _cdc_sequence STRING,"
-    " _cdc_op STRING, _cdc_record_id STRING, _cdc_batch STRING,"
+    " _cdc_commit_ts TIMESTAMP, _cdc_op STRING, _cdc_record_id STRING, _cdc_batch STRING,"
     " _cdc_special_values MAP<STRING, STRING>, _cdc_set_columns ARRAY<STRING>"
 )
 META = tuple(f.name for f in struct(HISTORY_META_DDL).fields)
@@ -74,6 +77,7 @@ def versions(changes: DataFrame, spec: TableSpec, extras: list[str], batch_id: s
         F.lit(None).cast("timestamp").alias("__end_at"),
         deleted.alias("_cdc_deleted"),
         "_cdc_sequence",
+        "_cdc_commit_ts",
         "_cdc_op",
         "_cdc_record_id",
         F.lit(batch_id).alias("_cdc_batch"),
@@ -90,7 +94,13 @@ def rechain(rows: DataFrame, keys: list[str]) -> DataFrame:
     )
     so_far = per_key.rowsBetween(Window.unboundedPreceding, Window.currentRow)
     partial = F.col("_cdc_set_columns")
-    chained = rows.withColumn("__end_at", F.lead("__start_at").over(per_key))
+    # A change without a commit time (a position in its partition only) starts when the
+    # version before it did: the earliest it can have happened.
+    commit = F.col("_cdc_commit_ts")
+    known = F.when(F.unix_micros(commit) > 0, commit)
+    chained = rows.withColumn("__start_at", F.last(known, True).over(so_far)).withColumn(
+        "__end_at", F.lead("__start_at").over(per_key)
+    )
     for field in rows.schema.fields:
         name = field.name
         if name in keys or name in META or name.startswith("_cdc_"):
@@ -119,40 +129,47 @@ def record(
         return {"versions": 0, "reclosed": 0}
     schema = StructType([f for f in fresh.schema.fields if f.name not in META])
     ensure_target(spark, path, StructType([*schema.fields, *struct(HISTORY_META_DDL).fields]))
-    known = spark.read.format("delta").load(path).alias("h")
     pruning = key_range(fresh, keys, "h")
     touched = fresh.select(*(F.col(quoted(k)) for k in keys)).distinct()
-    before = known.where(pruning).join(touched, keys, "left_semi")
-    new = fresh.join(before, [*keys, "_cdc_sequence"], "left_anti")
-    old = before.select(*fresh.columns)
-    chained = rechain(
-        new.withColumn("_cdc_new", F.lit(True)).unionByName(
-            old.withColumn("_cdc_new", F.lit(False))
-        ),
-        keys,
-    )
-    # Only what changes: new versions, and known ones whose end or folded values moved.
-    values = [c for c in fresh.columns if c not in keys and c != "_cdc_special_values"]
-    state = F.to_json(F.struct(*(F.col(quoted(c)) for c in values)))
-    previous = before.select(*keys, "_cdc_sequence", state.alias("_cdc_was"))
-    moved = (
-        chained.join(previous, [*keys, "_cdc_sequence"], "left")
-        .where(F.col("_cdc_new") | ~state.eqNullSafe(F.col("_cdc_was")))
-        .drop("_cdc_was")
-        .localCheckpoint()
-    )
-    counts = moved.agg(
-        F.count(F.when(F.col("_cdc_new"), True)).alias("versions"),
-        F.count(F.when(~F.col("_cdc_new"), True)).alias("reclosed"),
-    ).first()
-    assert counts is not None
-    moved = moved.drop("_cdc_new")
     condition = pruning & (F.col("h._cdc_sequence") == F.col("s._cdc_sequence"))
     for key in keys:
         condition = condition & (F.col(f"h.{quoted(key)}") == F.col(f"s.{quoted(key)}"))
-    columns = {quoted(c): F.col(f"s.{quoted(c)}") for c in moved.columns}
 
-    def merge() -> None:
+    def merge() -> dict[str, Any]:
+        # Read again on each attempt: a conflict means another writer moved these keys.
+        known = spark.read.format("delta").load(path).alias("h")
+        before = known.where(pruning).join(touched, keys, "left_semi")
+        # A change already written (by its sequence, or by its record: a change without a
+        # commit position gets another sequence when its run is repeated).
+        new = fresh.join(before, [*keys, "_cdc_sequence"], "left_anti").join(
+            before.select("_cdc_record_id"), "_cdc_record_id", "left_anti"
+        )
+        old = before.select(*(F.col(quoted(c)) for c in fresh.columns))
+        chained = rechain(
+            new.withColumn("_cdc_new", F.lit(True)).unionByName(
+                old.withColumn("_cdc_new", F.lit(False))
+            ),
+            keys,
+        )
+        # Only what changes: new versions, and known ones whose span or folded values moved.
+        values = [c for c in fresh.columns if c not in keys and c != "_cdc_special_values"]
+        state = F.to_json(F.struct(*(F.col(quoted(c)) for c in values)))
+        previous = before.select(
+            *(F.col(quoted(k)) for k in keys), "_cdc_sequence", state.alias("_cdc_was")
+        )
+        moved = (
+            chained.join(previous, [*keys, "_cdc_sequence"], "left")
+            .where(F.col("_cdc_new") | ~state.eqNullSafe(F.col("_cdc_was")))
+            .drop("_cdc_was")
+            .localCheckpoint()
+        )
+        counts = moved.agg(
+            F.count(F.when(F.col("_cdc_new"), True)).alias("versions"),
+            F.count(F.when(~F.col("_cdc_new"), True)).alias("reclosed"),
+        ).first()
+        assert counts is not None
+        moved = moved.drop("_cdc_new")
+        columns = {quoted(c): F.col(f"s.{quoted(c)}") for c in moved.columns}
         (
             DeltaTable.forPath(spark, path)
             .alias("h")
@@ -161,6 +178,6 @@ def record(
             .whenNotMatchedInsert(values=columns)  # type: ignore[arg-type]
             .execute()
         )
+        return {"versions": int(counts["versions"]), "reclosed": int(counts["reclosed"])}
 
-    retry_on_conflict(merge, f"MERGE into {path}")
-    return {"versions": int(counts["versions"]), "reclosed": int(counts["reclosed"])}
+    return retry_on_conflict(merge, f"MERGE into {path}")

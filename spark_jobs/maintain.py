@@ -220,11 +220,23 @@ def keep_removed_files(
 
 @dataclass(frozen=True)
 class RetainedCuts:
-    """The published cuts younger than the cut retention: the oldest one's time, and per
-    table the oldest Delta version any of them references."""
+    """The published cuts younger than the cut retention (and the newest, whatever its age):
+    the oldest one's time, per table the oldest Delta version any of them references, and
+    when the first of them was published."""
 
     oldest_at: dt.datetime | None
     versions: dict[str, int]
+    first_published: dt.datetime | None = None
+
+
+def kept_since_hours(published: dt.datetime | None, now: dt.datetime) -> float:
+    """VACUUM's retention that keeps every file removed since ``published`` (a kept cut
+    older than the cut retention: the newest), in whole days so that it changes the table's
+    retention property once a day at most; 0 without one."""
+    if published is None:
+        return 0.0
+    age = max(now - published, dt.timedelta(0)) + dt.timedelta(hours=1)
+    return 24.0 * math.ceil(age / dt.timedelta(days=1))
 
 
 def retained_cuts(
@@ -241,13 +253,16 @@ def retained_cuts(
     if newest is not None and newest[0] is not None:
         kept = kept | (F.col("cut_at") == F.lit(newest[0]))
     rows = (
-        mine.where(kept).select("cut_at", F.explode("tables").alias("table", "version")).collect()
+        mine.where(kept)
+        .select("cut_at", "published_at", F.explode("tables").alias("table", "version"))
+        .collect()
     )
     oldest = from_spark(min((r["cut_at"] for r in rows), default=None))
+    first = from_spark(min((r["published_at"] for r in rows), default=None))
     versions: dict[str, int] = {}
     for row in rows:
         versions[row["table"]] = min(versions.get(row["table"], row["version"]), row["version"])
-    return RetainedCuts(oldest, versions)
+    return RetainedCuts(oldest, versions, first)
 
 
 def maintain_table(
@@ -387,7 +402,11 @@ def run(ctx: JobContext, args: Any) -> dict[str, Any]:
         if table in cuts.versions:
             # A kept cut's version was current when the cut was published: every file
             # removed since is removed after it, and stays as long as the cut.
-            return max(args.vacuum_retention_hours, cut_retention.total_seconds() / 3600)
+            return max(
+                args.vacuum_retention_hours,
+                cut_retention.total_seconds() / 3600,
+                kept_since_hours(cuts.first_published, now),
+            )
         return float(args.vacuum_retention_hours)
 
     for spec in specs:

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 # Characters Delta refuses in a column name without column mapping.
 UNSTORABLE = re.compile(r"[ ,;{}()\n\t=]")
 RESERVED_PREFIX = "_cdc_"
+# The validity columns of history tables (SCD type 2), reserved in every table.
+HISTORY_COLUMNS = ("__start_at", "__end_at")
 INVALID_NAME = "invalid_column_name"
 COLUMN_LIMIT = "column_limit"
 # Defaults: PostgreSQL's own limit of columns per table, and the columns that streams may
@@ -45,6 +47,8 @@ def name_problem(name: str, mapping: bool = False) -> str | None:
         )
     if name.lower().startswith(RESERVED_PREFIX):
         return f"column {name!r} uses the prefix {RESERVED_PREFIX!r} of the pipeline's own columns"
+    if name.lower() in HISTORY_COLUMNS:
+        return f"column {name!r} is one of the history tables' validity columns"
     return None
 
 

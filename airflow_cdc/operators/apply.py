@@ -61,13 +61,16 @@ class ApplyChangesOperator(SparkJobOperator):
         transaction is applied whole, and a cut never passes one whose ``END`` event or
         events of a declared table have not all arrived. Needs ``consistent_cut``.
     :param history: Tables that also keep a history table (SCD type 2) beside their current
-        state: ``True`` for every declared table, or their names (``schema.table``, or
-        ``table`` in ``default_schema``). ``<schema>/<table>__history`` holds every version of
-        each row, open from its change's commit time (``__start_at``) until the key's next
-        change (``__end_at``, null for the current version); a delete is a row of its own
-        (``_cdc_deleted``). A late change takes its place in commit order. With
-        ``consistent_cut`` the history holds the changes below the cut, and the published cut
-        names its version. Off by default.
+        state: ``True`` for every declared table, or their names (``schema.table``, or ``table``
+        in ``default_schema``; a list or one comma-separated string).
+        ``<schema>/<table>__history`` holds every version of each row, open from its change's
+        commit time (``__start_at``) until the key's next change (``__end_at``, null for the
+        current version); a delete is a row of its own (``_cdc_deleted``). A late change takes
+        its place in commit order. With ``consistent_cut`` the history holds the changes below
+        the cut, and the published cut names its version. Off by default. Pass the same
+        ``history`` to the replay of the source's quarantine (:class:`ReplayQuarantineOperator`)
+        so that replayed changes enter it too. Turned on for a table with rows, it starts from
+        the next change: nothing before is backfilled.
     :param max_active_tis_per_dag: As for any operator; default 1 here, so that the DAG's runs
         (a backfill beside the scheduled runs) apply one batch of the source at a time.
     :param tombstone_retention_seconds: Deprecated and ignored: tombstones are purged by
@@ -102,7 +105,7 @@ class ApplyChangesOperator(SparkJobOperator):
         cut_at: str = "{{ data_interval_end | ts }}",
         interval_start: str = "{{ data_interval_start | ts }}",
         transactions: bool = False,
-        history: bool | Sequence[str] = False,
+        history: bool | str | Sequence[str] = False,
         tombstone_retention_seconds: float | None = None,
         **kwargs: Any,
     ) -> None:
@@ -133,7 +136,7 @@ class ApplyChangesOperator(SparkJobOperator):
         self.cut_at = cut_at
         self.interval_start = interval_start
         self.transactions = transactions
-        self.history = history if isinstance(history, bool) else list(history)
+        self.history = history if isinstance(history, bool | str) else list(history)
 
     def job_args(self, context: Context) -> list[str]:
         check_source(self.source)

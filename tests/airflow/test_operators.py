@@ -198,6 +198,7 @@ def test_history_tables_are_named_to_the_job_and_checked_against_the_ddl() -> No
     assert "--history" not in args(False)
     assert args(True)[-2:] == ["--history", "s.a,public.b"]
     assert args(["b"])[-2:] == ["--history", "public.b"]
+    assert args("s.a, b")[-2:] == ["--history", "s.a,public.b"]  # one string, not its letters
     with pytest.raises(DdlError, match="for 'a': no CREATE TABLE declares it"):
         args(["a"])
     clash = ApplyChangesOperator(

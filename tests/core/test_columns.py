@@ -27,14 +27,14 @@ def test_admission_is_sorted_bounded_and_case_blind() -> None:
     admission = admit(
         current=["id", "name", "extra_old"],
         declared=["id", "name"],
-        new=["zeta", "NAME", "alpha", "beta", "_CDC_op", "x y", "id"],
+        new=["zeta", "NAME", "alpha", "beta", "_CDC_op", "x y", "id", "__Start_At"],
         limit=3,
     )
     # extra_old already counts: two more fit, in name order.
     assert admission.added == ("alpha", "beta")
-    assert set(admission.refused) == {"zeta", "NAME", "_CDC_op", "x y"}
+    assert set(admission.refused) == {"zeta", "NAME", "_CDC_op", "x y", "__Start_At"}
     assert admission.refused["zeta"][0] == COLUMN_LIMIT
-    for name in ("NAME", "_CDC_op", "x y"):
+    for name in ("NAME", "_CDC_op", "x y", "__Start_At"):
         assert admission.refused[name][0] == INVALID_NAME
 
 
@@ -60,6 +60,7 @@ def test_two_new_names_differing_in_case_take_one_column() -> None:
         'CREATE TABLE t (id INT PRIMARY KEY, "" INT)',
         'CREATE TABLE t (id INT PRIMARY KEY, "Id" INT)',
         "CREATE TABLE t (id INT PRIMARY KEY, _cdc_op TEXT)",
+        "CREATE TABLE t (id INT PRIMARY KEY, __END_AT TIMESTAMP)",  # a history's column
     ],
 )
 def test_declared_columns_the_warehouse_cannot_hold_fail_at_submission(ddl: str) -> None:

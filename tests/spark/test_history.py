@@ -21,6 +21,7 @@ import pytest
 from airflow_cdc.cuts import published_cut, read_cut
 from cdc_demo.dsql_stream import write_ndjson
 from spark_jobs import apply_changes
+from spark_jobs.common import SimulatedCrash
 from spark_jobs.ledger import STATUSES
 from tests.spark.pipeline import land_dump
 from tests.spark.test_cuts import record
@@ -317,3 +318,53 @@ def test_every_arrival_order_of_a_keys_changes_across_batches(
         found = versions(history(spark, warehouse))
         assert found == history_of(arrived)
         assert live(spark, warehouse) == open_versions(found) == live_of(arrived)
+
+
+def test_a_change_without_a_commit_time_starts_when_the_version_before_it_did(
+    spark: Any,
+) -> None:
+    """The rule in the README, on the chaining transform alone: a change known only by its
+    place in its partition (commit time unknown: the epoch) starts with the version before
+    it, which then lasts no time; a first version without one has no start."""
+    from spark_jobs.history import rechain
+
+    epoch = dt.datetime(1970, 1, 1)
+    t1, t2 = naive(at(0, 10)), naive(at(0, 20))
+    rows = spark.createDataFrame(
+        [
+            (1, "a", None, None, "0001", t1, "r1", None),
+            (1, None, None, None, "0001~7", epoch, "r2", None),  # a delete, placed after r1
+            (1, "b", None, None, "0002", t2, "r3", None),
+            (2, "c", None, None, "0000~3", epoch, "r4", None),
+        ],
+        "id BIGINT, balance STRING, __start_at TIMESTAMP, __end_at TIMESTAMP,"
+        " _cdc_sequence STRING, _cdc_commit_ts TIMESTAMP, _cdc_record_id STRING,"
+        " _cdc_set_columns ARRAY<STRING>",
+    )
+    chained = {
+        r["_cdc_record_id"]: (r["__start_at"], r["__end_at"])
+        for r in rechain(rows, ["id"]).collect()
+    }
+    assert chained == {"r1": (t1, t1), "r2": (t1, t2), "r3": (t2, None), "r4": (None, None)}
+
+
+def test_crashed_runs_and_their_re_run_write_each_version_once(
+    spark: Any, warehouse: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run dies after the table's MERGE (before the history's), its re-run after both
+    (before the ledger); the next re-run leaves the history of every change, each once."""
+    source = lives(seed=31, keys=4, count=16, start=at(0, 0), span=3600)
+    first, second = source[::2], source[1::2]  # the second batch interleaves late changes
+    deliver(warehouse, tmp_path, "c1", first)
+    apply(warehouse, "c1")
+    deliver(warehouse, tmp_path, "c2", second)
+    for fault in ("apply:after_merge", "apply_changes:before_ledger"):
+        with monkeypatch.context() as patched:
+            patched.setenv("AIRFLOW_CDC_FAULT", fault)
+            patched.setenv("AIRFLOW_CDC_FAULT_MODE", "raise")
+            with pytest.raises(SimulatedCrash):
+                apply(warehouse, "c2")
+    assert balanced(apply(warehouse, "c2"))
+    found = versions(history(spark, warehouse))
+    assert found == history_of(source)
+    assert live(spark, warehouse) == open_versions(found) == live_of(source)

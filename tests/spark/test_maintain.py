@@ -337,3 +337,12 @@ def test_vacuum_takes_the_table_s_retention_and_skips_a_table_with_no_file_that_
     maintain.keep_removed_files(ctx, path, 1000, properties)
     assert versions() == before + 1
     assert maintain.vacuum(ctx, path, 1000) == 0 and orphan.exists()  # younger than 1000 h
+
+
+def test_vacuum_keeps_every_file_an_old_newest_cut_reads() -> None:
+    """The newest cut is kept whatever its age: VACUUM then keeps every file removed since it
+    was published, in whole days (the table's retention property changes once a day)."""
+    now = dt.datetime(2026, 1, 20, 12, tzinfo=dt.UTC)
+    assert maintain.kept_since_hours(None, now) == 0
+    assert maintain.kept_since_hours(now - dt.timedelta(days=10), now) == 24 * 11
+    assert maintain.kept_since_hours(now - dt.timedelta(minutes=5), now) == 24

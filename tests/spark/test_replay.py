@@ -1,6 +1,7 @@
 """Quarantine replay: records quarantined for a cause the user fixes (here a table missing
-from the DDL) go through the pipeline again and end as their new outcome, once. Maintenance before the
-replay keeps what it needs; after it, the replayed records expire like any final record.
+from the DDL) go through the pipeline again and end as their new outcome, once. Maintenance
+before the replay keeps what it needs; after it, the replayed records expire like any final
+record.
 
 The records are written here by hand as the Aurora DSQL document describes them; the
 expected tables follow from its rules (per key, the change with the newest ``ts_ns`` wins).
