@@ -5,14 +5,17 @@ Each task processes the batch named by its interval's end, so re-running an inte
 backfill from the UI or ``airflow backfill create``) reprocesses the same batch and leaves
 the tables as they are: MERGE only moves a row forward in commit order.
 
-Settings are Airflow Variables (or ``AIRFLOW_VAR_*`` environment variables):
-``cdc_warehouse`` (warehouse root), ``cdc_stream`` (Kinesis stream). Connections:
+Settings: the ``AIRFLOW_VAR_CDC_WAREHOUSE`` environment variable (warehouse root, read when
+the DAG is parsed: each table is an Airflow asset named by its location, which a downstream
+DAG can be scheduled on, see ``customers_report.py``) and the Airflow Variable (or
+``AIRFLOW_VAR_*`` environment variable) ``cdc_stream`` (Kinesis stream). Connections:
 ``kinesis_default`` (type ``cdc_kinesis``) and ``spark_default`` (type ``spark``).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import os
 from pathlib import Path
 
 from airflow.sdk import DAG, CronDataIntervalTimetable
@@ -23,7 +26,7 @@ from airflow_cdc.sensors.resolved import ResolvedTimestampSensor
 
 # The target tables: CREATE TABLE statements in a file beside the DAG.
 DDL = (Path(__file__).parent / "ddl" / "dsql_shop.sql").read_text(encoding="utf-8")
-WAREHOUSE = "{{ var.value.get('cdc_warehouse', '/tmp/airflow-cdc/warehouse') }}"
+WAREHOUSE = os.environ.get("AIRFLOW_VAR_CDC_WAREHOUSE", "/tmp/airflow-cdc/warehouse")
 STREAM = "{{ var.value.get('cdc_stream', 'dsql-cdc') }}"
 
 with DAG(

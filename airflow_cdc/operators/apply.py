@@ -9,8 +9,10 @@ from typing import Any
 
 from airflow.sdk import Context
 
+from airflow_cdc.assets import event_extra, partition_key, table_assets
 from airflow_cdc.core.columns import MAX_ADDED_COLUMNS, MAX_COLUMNS_PER_RECORD
 from airflow_cdc.core.ddl import history_tables, parse_tables
+from airflow_cdc.core.exceptions import DdlError
 from airflow_cdc.core.formats import parser_for
 from airflow_cdc.core.formats.common import MAX_FRAGMENTS, MAX_NUMBER_LENGTH, RecordLimits
 from airflow_cdc.jobs import MAX_PENDING_WALL_SECONDS, check_source
@@ -71,6 +73,9 @@ class ApplyChangesOperator(SparkJobOperator):
         ``history`` to the replay of the source's quarantine (:class:`ReplayQuarantineOperator`)
         so that replayed changes enter it too. Turned on for a table with rows, it starts from
         the next change: nothing before is backfilled.
+    :param partitioned_events: Partition each table's asset event by the data interval (its
+        start, ``%Y-%m-%dT%H:%M:%S`` UTC), for downstream DAGs with a partitioned asset
+        timetable. Airflow queues no other DAG on a partitioned event, so off by default.
     :param max_active_tis_per_dag: As for any operator; default 1 here, so that the DAG's runs
         (a backfill beside the scheduled runs) apply one batch of the source at a time.
     :param tombstone_retention_seconds: Deprecated and ignored: tombstones are purged by
@@ -106,13 +111,29 @@ class ApplyChangesOperator(SparkJobOperator):
         interval_start: str = "{{ data_interval_start | ts }}",
         transactions: bool = False,
         history: bool | str | Sequence[str] = False,
+        partitioned_events: bool = False,
         tombstone_retention_seconds: float | None = None,
         **kwargs: Any,
     ) -> None:
         # One apply of a source at a time, across the DAG's runs: runs of the same source
         # share its open state and its cuts (see the README, "Many sources, one warehouse").
         kwargs.setdefault("max_active_tis_per_dag", 1)
+        # Each table's asset, when the DAG names the warehouse and the DDL as they are (a
+        # bad DDL or history name declares none here and fails at submission, saying why).
+        try:
+            assets = table_assets(
+                kwargs.get("warehouse", ""),
+                ddl,
+                default_schema,
+                history if isinstance(history, bool | str) else list(history),
+            )
+        except DdlError:
+            assets = {}
+        if "outlets" not in kwargs:
+            kwargs["outlets"] = list(assets.values())
         super().__init__(**kwargs)
+        self.table_assets = assets
+        self.partitioned_events = partitioned_events
         if tombstone_retention_seconds is not None:
             warnings.warn(
                 "ApplyChangesOperator no longer purges tombstones and ignores"
@@ -137,6 +158,19 @@ class ApplyChangesOperator(SparkJobOperator):
         self.interval_start = interval_start
         self.transactions = transactions
         self.history = history if isinstance(history, bool | str) else list(history)
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        stats = super().execute(context)
+        events = context.get("outlet_events")
+        start = context.get("data_interval_start")
+        if events is None:
+            return stats
+        for table, asset in self.table_assets.items():
+            event = events[asset]
+            event.extra.update(event_extra(stats, table, self.source))
+            if self.partitioned_events and start is not None:
+                event.add_partitions(partition_key(start))
+        return stats
 
     def job_args(self, context: Context) -> list[str]:
         check_source(self.source)

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from airflow_cdc.assets import location_uri
 from airflow_cdc.cuts import published_cut
 from cdc_demo import kinesis
 from cdc_demo.dsql_stream import TABLES, differences, generate
@@ -36,6 +37,22 @@ def _ledger(spark: Any, warehouse: str) -> dict[str | None, int]:
         r["status"]: r["count"]
         for r in raw.join(ledger, "record_id", "left").groupBy("status").count().collect()
     }
+
+
+def _asset_extras(uri: str) -> list[dict[str, Any]]:
+    """The extras of the asset events that Airflow recorded for ``uri``, oldest first."""
+    from airflow.models.asset import AssetEvent, AssetModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        query = (
+            select(AssetEvent.extra)
+            .join(AssetModel, AssetEvent.asset_id == AssetModel.id)
+            .where(AssetModel.uri == uri)
+            .order_by(AssetEvent.id)
+        )
+        return [dict(extra) for extra in session.scalars(query)]
 
 
 def test_example_dag_lands_and_applies_the_stream_idempotently(
@@ -91,9 +108,23 @@ def test_example_dag_lands_and_applies_the_stream_idempotently(
     assert "public.customers__history" in cut.tables
     versions_before = _table_state(spark, warehouse, "customers__history")
 
+    # The apply task's asset events: one per table, naming the table's version in the cut.
+    events = {
+        t: _asset_extras(location_uri(f"{warehouse}/public/{t}"))
+        for t in [*TABLES, "customers__history"]
+    }
+    for table, extras in events.items():
+        assert len(extras) == 1
+        assert extras[0]["source"] == "e2e-dsql" and extras[0]["cut_at"] == cut.at.isoformat()
+        assert extras[0]["version"] == cut.tables[f"public.{table}"]["version"]
+    assert events["customers"][0]["counts"]["applied"] > 0
+    assert events["customers__history"][0]["history"]["versions"] > 0
+
     second = dag.test(logical_date=INTERVAL_END)
     assert second.state == "success"
     assert {t: _table_state(spark, warehouse, t) for t in TABLES} == before
     assert _table_state(spark, warehouse, "customers__history") == versions_before
     assert _ledger(spark, warehouse) == ledger
     assert published_cut(warehouse, "e2e-dsql") == cut  # the backfill published nothing new
+    again = _asset_extras(location_uri(f"{warehouse}/public/customers"))
+    assert [e["version"] for e in again] == [events["customers"][0]["version"]] * 2

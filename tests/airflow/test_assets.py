@@ -1,0 +1,102 @@
+"""Each table a CDC task commits is an Airflow asset named by its location."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from airflow_cdc.assets import event_extra, location_uri, partition_key, table_assets
+from airflow_cdc.core.exceptions import DdlError
+from airflow_cdc.operators.apply import ApplyChangesOperator
+
+DDL = "CREATE TABLE s.a (id int PRIMARY KEY); CREATE TABLE b (id int PRIMARY KEY, v text)"
+
+
+@pytest.mark.parametrize(
+    ("location", "uri"),
+    [
+        ("/wh/s/a", "file:///wh/s/a"),
+        ("file:/wh/s/a", "file:///wh/s/a"),
+        ("file:///wh/s/a", "file:///wh/s/a"),
+        ("s3a://bucket/wh/s/a", "s3://bucket/wh/s/a"),
+        ("s3://bucket/wh/s/a", "s3://bucket/wh/s/a"),
+        ("hdfs://nn:8020/wh/s/a", "hdfs://nn:8020/wh/s/a"),
+    ],
+)
+def test_a_table_location_is_the_uri_openlineage_gives_its_dataset(location: str, uri: str) -> None:
+    assert location_uri(location) == uri
+
+
+def test_every_declared_table_and_history_table_is_an_asset() -> None:
+    assets = table_assets("s3a://bucket/wh/", DDL, history=["public.b"])
+    assert {name: asset.uri for name, asset in assets.items()} == {
+        "s.a": "s3://bucket/wh/s/a",
+        "public.b": "s3://bucket/wh/public/b",
+        "public.b__history": "s3://bucket/wh/public/b__history",
+    }
+    # Not known when the DAG is parsed: no assets.
+    assert table_assets("{{ var.value.cdc_warehouse }}", DDL) == {}
+    assert table_assets("/wh", "{{ var.value.ddl }}") == {}
+
+
+def test_the_apply_operator_declares_its_tables_as_outlets() -> None:
+    op = ApplyChangesOperator(task_id="a", warehouse="/wh", source="s", ddl=DDL, history=True)
+    assert sorted(asset.uri for asset in op.outlets) == [
+        "file:///wh/public/b",
+        "file:///wh/public/b__history",
+        "file:///wh/s/a",
+        "file:///wh/s/a__history",
+    ]
+    templated = ApplyChangesOperator(
+        task_id="t", warehouse="{{ var.value.wh }}", source="s", ddl=DDL
+    )
+    assert templated.outlets == []
+    # A bad history name declares nothing when the DAG is parsed; submission says why.
+    bad = ApplyChangesOperator(task_id="b", warehouse="/wh", source="s", ddl=DDL, history=["c"])
+    assert bad.outlets == []
+    with pytest.raises(DdlError, match="no CREATE TABLE declares it"):
+        bad.job_args({})
+
+
+def test_an_event_carries_the_batch_the_counts_and_the_cut_version() -> None:
+    stats = {
+        "batch_id": "2026-01-01T01:00:00+00:00",
+        "job_version": "2.5.0",
+        "tables": {
+            "public.b": {
+                "changes": 5,
+                "applied": 4,
+                "superseded": 1,
+                "quarantined": 2,
+                "history": {"versions": 5, "reclosed": 1},
+            },
+        },
+        "cut": {
+            "published": {
+                "cut_at": "2026-01-01T01:00:00+00:00",
+                "tables": {
+                    "public.b": {"location": "/wh/public/b", "version": 7},
+                    "public.b__history": {"location": "/wh/public/b__history", "version": 3},
+                },
+            }
+        },
+    }
+    assert event_extra(stats, "public.b", "src") == {
+        "source": "src",
+        "batch_id": "2026-01-01T01:00:00+00:00",
+        "job_version": "2.5.0",
+        "counts": {"changes": 5, "applied": 4, "superseded": 1, "quarantined": 2},
+        "cut_at": "2026-01-01T01:00:00+00:00",
+        "version": 7,
+    }
+    history = event_extra(stats, "public.b__history", "src")
+    assert history["history"] == {"versions": 5, "reclosed": 1} and history["version"] == 3
+    # Without a cut the event names no version (and no table counts a run never touched).
+    assert "version" not in event_extra({"tables": {}}, "s.a", "src")
+    assert event_extra({"tables": {}}, "s.a", "src")["counts"]["applied"] == 0
+
+
+def test_an_event_partition_is_the_interval_start_in_utc() -> None:
+    start = dt.datetime(2026, 1, 1, 3, tzinfo=dt.timezone(dt.timedelta(hours=2)))
+    assert partition_key(start) == "2026-01-01T01:00:00"
