@@ -14,8 +14,8 @@ from typing import Any
 
 from airflow.sdk import Asset
 
-from airflow_cdc.core.ddl import HISTORY_SUFFIX, history_tables, parse_tables
-from airflow_cdc.core.events import TableRef
+from airflow_cdc.core.ddl import HISTORY_SUFFIX, history_ref, history_tables, parse_tables
+from airflow_cdc.jobs import table_location
 
 # Hadoop's S3 file system schemes; OpenLineage and Airflow name the store ``s3``.
 _S3_SCHEMES = ("s3a://", "s3n://")
@@ -32,11 +32,6 @@ def location_uri(path: str) -> str:
         path = path[len("file:") :]
     absolute = PurePosixPath(path if path.startswith("/") else f"/{path}")
     return f"file://{absolute}"
-
-
-def table_location(warehouse: str, table: TableRef) -> str:
-    """Where the jobs keep ``table`` (``<warehouse>/<schema>/<table>``)."""
-    return "/".join([warehouse.rstrip("/"), table.schema, table.name])
 
 
 def is_static(*values: str) -> bool:
@@ -56,8 +51,7 @@ def table_assets(
         return {}
     specs = parse_tables(ddl, default_schema)
     tables = [spec.table for spec in specs]
-    for spec in history_tables(history, specs, default_schema):
-        tables.append(TableRef(spec.table.schema, spec.table.name + HISTORY_SUFFIX))
+    tables += [history_ref(spec.table) for spec in history_tables(history, specs, default_schema)]
     return {
         table.qualified: Asset(uri=location_uri(table_location(warehouse, table)))
         for table in tables

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import airflow_cdc
+from airflow_cdc.core.events import TableRef
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +49,11 @@ def check_source(source: str) -> str:
     if not isinstance(source, str) or not SOURCE_NAME.fullmatch(source) or ".." in source:
         raise ValueError(f"source must match {SOURCE_NAME.pattern}, got {source!r}")
     return source
+
+
+def table_location(warehouse: str, table: TableRef) -> str:
+    """Where the jobs keep ``table``: ``<warehouse>/<schema>/<table>``."""
+    return "/".join([warehouse.rstrip("/"), table.schema, table.name])
 
 
 def resolved_state_path(warehouse: str, source: str) -> str:

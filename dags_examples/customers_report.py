@@ -18,6 +18,8 @@ from typing import Any
 from airflow.sdk import DAG, task
 
 from airflow_cdc.assets import table_assets
+from airflow_cdc.core.events import TableRef
+from airflow_cdc.jobs import table_location
 
 DDL = (Path(__file__).parent / "ddl" / "dsql_shop.sql").read_text(encoding="utf-8")
 WAREHOUSE = os.environ.get("AIRFLOW_VAR_CDC_WAREHOUSE", "/tmp/airflow-cdc/warehouse")
@@ -42,7 +44,7 @@ with DAG(
         reader = get_session("customers-report").read.format("delta")
         if version is not None:
             reader = reader.option("versionAsOf", version)
-        location = f"{WAREHOUSE.rstrip('/')}/public/customers"
+        location = table_location(WAREHOUSE, TableRef("public", "customers"))
         live = reader.load(location).where("NOT _cdc_deleted").count()
         print(f"public.customers at version {version} (cut {event.extra.get('cut_at')}): {live}")
         return {"version": version, "live": live, "counts": event.extra.get("counts")}

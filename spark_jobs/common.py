@@ -32,7 +32,7 @@ from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
 
 from airflow_cdc.core.events import TableRef
-from airflow_cdc.jobs import check_source, resolved_state_path
+from airflow_cdc.jobs import check_source, resolved_state_path, table_location
 from spark_jobs.schemas import struct
 from spark_jobs.session import get_session, set_commit_metadata
 
@@ -115,7 +115,7 @@ class Warehouse:
         return self.path("_cdc", "_staging", source, *([run] if run else []))
 
     def target(self, table: TableRef) -> str:
-        return self.path(table.schema, table.name)
+        return table_location(self.root, table)
 
     def resolved_file(self, source: str) -> str:
         return resolved_state_path(self.root, source)

@@ -31,8 +31,7 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from airflow_cdc.core.ddl import HISTORY_SUFFIX, TableSpec
-from airflow_cdc.core.events import TableRef
+from airflow_cdc.core.ddl import TableSpec, history_ref
 from spark_jobs.apply import ensure_target, key_range
 from spark_jobs.common import quoted, retry_on_conflict
 from spark_jobs.schemas import struct
@@ -48,7 +47,7 @@ META = tuple(f.name for f in struct(HISTORY_META_DDL).fields)
 def of(spec: TableSpec) -> TableSpec:
     """The history table of a declared table (its columns, keyed by its primary key and the
     commit sequence)."""
-    return replace(spec, table=TableRef(spec.table.schema, spec.table.name + HISTORY_SUFFIX))
+    return replace(spec, table=history_ref(spec.table))
 
 
 def versions(changes: DataFrame, spec: TableSpec, extras: list[str], batch_id: str) -> DataFrame:

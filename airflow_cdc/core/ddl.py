@@ -98,6 +98,11 @@ def parse_tables(ddl: str, default_schema: str = "public") -> list[TableSpec]:
 HISTORY_SUFFIX = "__history"
 
 
+def history_ref(table: TableRef) -> TableRef:
+    """The history table (SCD type 2) kept beside ``table``: ``<table>__history``."""
+    return TableRef(table.schema, table.name + HISTORY_SUFFIX)
+
+
 def history_tables(
     names: str | list[str] | bool, specs: list[TableSpec], default_schema: str = "public"
 ) -> list[TableSpec]:
@@ -125,7 +130,7 @@ def history_tables(
                 chosen.append(spec)
     declared = {spec.table for spec in specs}
     for spec in chosen:
-        taken = TableRef(spec.table.schema, spec.table.name + HISTORY_SUFFIX)
+        taken = history_ref(spec.table)
         if taken in declared:
             raise DdlError(
                 f"{spec.table.qualified!r} keeps a history table named {taken.qualified!r},"

@@ -118,15 +118,11 @@ class ApplyChangesOperator(SparkJobOperator):
         # One apply of a source at a time, across the DAG's runs: runs of the same source
         # share its open state and its cuts (see the README, "Many sources, one warehouse").
         kwargs.setdefault("max_active_tis_per_dag", 1)
+        history = history if isinstance(history, bool | str) else list(history)
         # Each table's asset, when the DAG names the warehouse and the DDL as they are (a
         # bad DDL or history name declares none here and fails at submission, saying why).
         try:
-            assets = table_assets(
-                kwargs.get("warehouse", ""),
-                ddl,
-                default_schema,
-                history if isinstance(history, bool | str) else list(history),
-            )
+            assets = table_assets(kwargs.get("warehouse", ""), ddl, default_schema, history)
         except DdlError:
             assets = {}
         if "outlets" not in kwargs:
@@ -157,7 +153,7 @@ class ApplyChangesOperator(SparkJobOperator):
         self.cut_at = cut_at
         self.interval_start = interval_start
         self.transactions = transactions
-        self.history = history if isinstance(history, bool | str) else list(history)
+        self.history = history
 
     def execute(self, context: Context) -> dict[str, Any]:
         stats = super().execute(context)
