@@ -64,9 +64,24 @@ def partition_key(interval_start: dt.datetime) -> str:
     return interval_start.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S")
 
 
+# A table's counts in its event: its changes by ledger status, and what the applied ones did
+# to its live rows (see spark_jobs.apply.INSERTED).
+COUNTS = (
+    "changes",
+    "applied",
+    "superseded",
+    "duplicate",
+    "quarantined",
+    "inserted",
+    "updated",
+    "deleted",
+)
+
+
 def event_extra(stats: dict[str, Any], table: str, source: str) -> dict[str, Any]:
-    """What a table's asset event says: the source and batch, the table's counts, and, when
-    the run published a consistent cut, the cut's time and the table's version in it."""
+    """What a table's asset event says: the source and batch, the table's counts, and its
+    Delta version: the one in the consistent cut when the run published one (with the cut's
+    time), else the one the run's MERGE committed."""
     extra: dict[str, Any] = {
         "source": source,
         "batch_id": stats.get("batch_id"),
@@ -76,9 +91,10 @@ def event_extra(stats: dict[str, Any], table: str, source: str) -> dict[str, Any
     if table.endswith(HISTORY_SUFFIX):
         extra["history"] = counts.get("history", {"versions": 0, "reclosed": 0})
     else:
-        extra["counts"] = {
-            key: counts.get(key, 0) for key in ("changes", "applied", "superseded", "quarantined")
-        }
+        extra["counts"] = {key: counts.get(key, 0) for key in COUNTS}
+        extra["quarantined_by_reason"] = counts.get("quarantined_by_reason", {})
+        if counts.get("version") is not None:
+            extra["version"] = counts["version"]
     published = (stats.get("cut") or {}).get("published") or {}
     if published:
         extra["cut_at"] = published.get("cut_at")

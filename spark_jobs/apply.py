@@ -38,7 +38,7 @@ from pyspark.sql.types import (
 
 from airflow_cdc.core.columns import needs_mapping
 from airflow_cdc.core.ddl import TableSpec
-from spark_jobs.common import fault_point, quoted, retry_on_conflict
+from spark_jobs.common import fault_point, quoted, retry_on_conflict, table_version
 from spark_jobs.ledger import APPLIED, DUPLICATE, QUARANTINED, SUPERSEDED
 from spark_jobs.schemas import struct
 
@@ -149,12 +149,15 @@ def classify(
     applied, whatever sequence this run gave it; another change with the same sequence is a
     duplicate delivery. ``late`` marks changes committed below a published cut
     (:mod:`spark_jobs.cut`): one that would be applied says so in its reason, or, with
-    ``refuse_late``, is quarantined (``below_published_cut``) and not merged.
+    ``refuse_late``, is quarantined (``below_published_cut``) and not merged. ``effect`` says
+    what an applied change does to the key's live row (:data:`INSERTED`, :data:`UPDATED`,
+    :data:`DELETED`, or null).
     """
     current = target.select(
         *(F.col(quoted(k)).alias(f"_t_{i}") for i, k in enumerate(keys)),
         F.col("_cdc_sequence").alias("_t_seq"),
         F.col("_cdc_record_id").alias("_t_record"),
+        F.col("_cdc_deleted").alias("_t_deleted"),
     )
     on = [changes[quoted(k)] == current[f"_t_{i}"] for i, k in enumerate(keys)]
     joined = changes.join(current, on, "left")
@@ -191,13 +194,21 @@ def classify(
         )
     else:
         detail = F.lit(None).cast("string")
+    was_live = t_seq.isNotNull() & ~F.col("_t_deleted")
+    effect = (
+        F.when((status != APPLIED) | same_record, F.lit(None))
+        .when(F.col("_cdc_is_delete"), F.when(was_live, F.lit(DELETED)))
+        .when(was_live, F.lit(UPDATED))
+        .otherwise(F.lit(INSERTED))
+    )
     return joined.select(
         F.explode("_cdc_members").alias("m"),
         status.alias("status"),
         reason.alias("reason"),
         detail.alias("detail"),
         F.col("_cdc_record_id").alias("change_id"),
-    ).select("m.record_id", "m.batch_id", "status", "reason", "detail", "change_id")
+        effect.alias("effect"),
+    ).select("m.record_id", "m.batch_id", "status", "reason", "detail", "change_id", "effect")
 
 
 def merge(
@@ -263,6 +274,11 @@ def merge(
     )
 
 
+# What an applied change did to the table's live rows: a key without a live row got one, a
+# live row was replaced, a live row was removed. A delete of a key with no live row, and a
+# change that a crashed run had already merged, did none of them.
+INSERTED, UPDATED, DELETED = "inserted", "updated", "deleted"
+
 STATUS_DDL = (
     "record_id STRING, batch_id STRING, status STRING, reason STRING, detail STRING,"
     " change_id STRING"
@@ -296,10 +312,16 @@ def apply_table(
     # The batch's key range (a refused change leaves it a superset: still a valid bound).
     pruning = key_range(winners, keys, "t")
     statuses = classify(winners, target.where(pruning), keys, late, refuse_late).localCheckpoint()
-    counts = {
-        r["status"]: int(r["n"])
-        for r in statuses.groupBy("status").agg(F.count(F.lit(1)).alias("n")).collect()
-    }
+    counts: dict[str, Any] = {}
+    effects = {INSERTED: 0, UPDATED: 0, DELETED: 0}
+    summary = statuses.groupBy("status", "effect").agg(
+        F.count(F.lit(1)).alias("n"), F.count_distinct("change_id").alias("changes")
+    )
+    for row in summary.collect():
+        counts[row["status"]] = counts.get(row["status"], 0) + int(row["n"])
+        if row["effect"] is not None:
+            effects[row["effect"]] = int(row["changes"])
+    statuses = statuses.drop("effect")
     if counts.get(QUARANTINED):
         refused = statuses.where(F.col("status") == QUARANTINED).select(
             F.col("change_id").alias("_cdc_record_id")
@@ -310,4 +332,11 @@ def apply_table(
         lambda: merge(path, spec, winners, extras, batch_id, pruning), f"MERGE into {path}"
     )
     fault_point("apply:after_merge")
-    return statuses, {"changes": sum(counts.values()), **counts, "extra_columns": extras}
+    return statuses, {
+        "changes": sum(counts.values()),
+        **counts,
+        **effects,
+        "extra_columns": extras,
+        # A version that holds the batch's changes (a concurrent compaction may follow it).
+        "version": table_version(spark, path),
+    }

@@ -39,6 +39,7 @@ from airflow_cdc.core.formats.common import (
 from airflow_cdc.jobs import MAX_PENDING_WALL_SECONDS
 from spark_jobs import apply, history, ledger, reassemble, resolve, transactions
 from spark_jobs import cut as cutting
+from spark_jobs.apply import BELOW_PUBLISHED_CUT
 from spark_jobs.common import (
     RECORD,
     JobContext,
@@ -60,7 +61,7 @@ log = logging.getLogger("airflow_cdc.jobs")
 JOB_NAME = "apply_changes"
 # Formats whose every change names its schema: an empty schema names no declared table.
 NAMES_SCHEMAS = ("dsql",)
-JOB_VERSION = "2.5.0"
+JOB_VERSION = "2.6.0"
 
 
 @dataclass(frozen=True)
@@ -233,7 +234,14 @@ def apply_tables(
         if counts.get(QUARANTINED):
             rows = statuses.where(refused).select("record_id", "batch_id", "reason", "detail")
             outcomes.quarantine(with_payloads(rows, payloads))
-        counts["quarantined"] = failed.count() + counts.get(QUARANTINED, 0)
+        reasons = {
+            r["_err_reason"]: int(r["n"])
+            for r in failed.groupBy("_err_reason").agg(F.count(F.lit(1)).alias("n")).collect()
+        }
+        if counts.get(QUARANTINED):
+            reasons[BELOW_PUBLISHED_CUT] = counts[QUARANTINED]
+        counts["quarantined"] = sum(reasons.values())
+        counts["quarantined_by_reason"] = dict(sorted(reasons.items()))
         if declared.table in histories:
             recorded = good.where(~late) if refuse_late and late is not None else good
             counts["history"] = history.record(

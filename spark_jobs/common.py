@@ -295,6 +295,12 @@ def table_exists(spark: SparkSession, path: str) -> bool:
     return DeltaTable.isDeltaTable(spark, path)
 
 
+def table_version(spark: SparkSession, path: str) -> int | None:
+    """The Delta table's newest version (None when it has no commit)."""
+    row = DeltaTable.forPath(spark, path).history(1).select("version").first()
+    return None if row is None else int(row[0])
+
+
 def hadoop_path(ctx: JobContext, path: str) -> Any:
     """``path`` as a Hadoop path, and the file system it is on."""
     jvm = ctx.spark.sparkContext._jvm

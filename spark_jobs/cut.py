@@ -40,7 +40,7 @@ from airflow_cdc.core.resolved import ShardProgress, resolved_timestamp
 from airflow_cdc.core.resolved_state import parse_state
 from airflow_cdc.jobs import published_cut_path
 from spark_jobs import ledger, open_state
-from spark_jobs.common import PROGRESS, RECORD, JobContext, read_text, write_text
+from spark_jobs.common import PROGRESS, RECORD, JobContext, read_text, table_version, write_text
 from spark_jobs.ledger import PENDING
 from spark_jobs.parse import PARSED_COLUMNS, TEXT_FIELDS, TXN, from_text
 from spark_jobs.schemas import struct
@@ -386,9 +386,9 @@ def versions(ctx: JobContext, specs: list[TableSpec]) -> tuple[dict[str, int], d
         path = ctx.warehouse.target(spec.table)
         if not DeltaTable.isDeltaTable(ctx.spark, path):
             continue
-        row = DeltaTable.forPath(ctx.spark, path).history(1).select("version").first()
-        if row is not None:
-            numbers[spec.table.qualified] = int(row[0])
+        version = table_version(ctx.spark, path)
+        if version is not None:
+            numbers[spec.table.qualified] = version
             locations[spec.table.qualified] = path
     return numbers, locations
 

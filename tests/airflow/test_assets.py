@@ -62,13 +62,18 @@ def test_the_apply_operator_declares_its_tables_as_outlets() -> None:
 def test_an_event_carries_the_batch_the_counts_and_the_cut_version() -> None:
     stats = {
         "batch_id": "2026-01-01T01:00:00+00:00",
-        "job_version": "2.5.0",
+        "job_version": "2.6.0",
         "tables": {
             "public.b": {
                 "changes": 5,
                 "applied": 4,
                 "superseded": 1,
                 "quarantined": 2,
+                "quarantined_by_reason": {"type_conflict": 2},
+                "inserted": 3,
+                "updated": 0,
+                "deleted": 1,
+                "version": 6,
                 "history": {"versions": 5, "reclosed": 1},
             },
         },
@@ -85,14 +90,27 @@ def test_an_event_carries_the_batch_the_counts_and_the_cut_version() -> None:
     assert event_extra(stats, "public.b", "src") == {
         "source": "src",
         "batch_id": "2026-01-01T01:00:00+00:00",
-        "job_version": "2.5.0",
-        "counts": {"changes": 5, "applied": 4, "superseded": 1, "quarantined": 2},
+        "job_version": "2.6.0",
+        "counts": {
+            "changes": 5,
+            "applied": 4,
+            "superseded": 1,
+            "duplicate": 0,
+            "quarantined": 2,
+            "inserted": 3,
+            "updated": 0,
+            "deleted": 1,
+        },
+        "quarantined_by_reason": {"type_conflict": 2},
         "cut_at": "2026-01-01T01:00:00+00:00",
         "version": 7,
     }
     history = event_extra(stats, "public.b__history", "src")
     assert history["history"] == {"versions": 5, "reclosed": 1} and history["version"] == 3
-    # Without a cut the event names no version (and no table counts a run never touched).
+    # Without a cut the event names the version the MERGE committed; a table the run never
+    # touched has no version and no counts.
+    stats.pop("cut")
+    assert event_extra(stats, "public.b", "src")["version"] == 6
     assert "version" not in event_extra({"tables": {}}, "s.a", "src")
     assert event_extra({"tables": {}}, "s.a", "src")["counts"]["applied"] == 0
 

@@ -81,6 +81,34 @@ def state_as_of(changes: list[Any], cut: dt.datetime) -> dict[str, dict[int, dic
     return tables
 
 
+def effects_between(
+    changes: list[Any], start: dt.datetime, end: dt.datetime
+) -> dict[str, tuple[int, int, int]]:
+    """Each table's (inserted, updated, deleted) live rows when the changes committed in
+    [start, end) are applied to the state at ``start``: only each key's newest one counts."""
+    before = state_as_of(changes, start)
+    newest: dict[tuple[str, int], str] = {}
+    for when, table, op, row in sorted(changes, key=lambda c: c[0]):
+        if start <= when < end:
+            newest[(table, row["id"])] = op
+    counts = {table: [0, 0, 0] for table in before}
+    for (table, key), op in newest.items():
+        live = key in before[table]
+        if op == "d":
+            counts[table][2] += live
+        else:
+            counts[table][1 if live else 0] += 1
+    return {table: (i, u, d) for table, (i, u, d) in counts.items()}
+
+
+def effects_of(stats: dict[str, Any]) -> dict[str, tuple[int, int, int]]:
+    tables = {name: stats["tables"].get(f"public.{name}", {}) for name in COLUMNS}
+    return {
+        name: (c.get("inserted", 0), c.get("updated", 0), c.get("deleted", 0))
+        for name, c in tables.items()
+    }
+
+
 def rows_of(frame: Any, columns: tuple[str, ...]) -> dict[int, dict[str, Any]]:
     live = frame.where("NOT _cdc_deleted").select(*columns).collect()
     return {
@@ -168,7 +196,7 @@ def test_every_published_cut_is_the_source_state_at_its_time(
     next hour's (landing reads to the tip) and redeliveries: every cut, read at the versions
     it published, is the source's state at T across both tables, whatever came early."""
     rng = random.Random(11)
-    source = transactions(seed=3, hours=3)
+    source = transactions(seed=5, hours=3)  # opens, updates and closes accounts each hour
     delivered: set[int] = set()
     for hour in range(3):
         end = at(hour + 1, 0)
@@ -183,6 +211,7 @@ def test_every_published_cut_is_the_source_state_at_its_time(
         land_dump(warehouse, str(tmp_path / f"h{hour}"), f"h{hour}", source="cdc")
         stats = apply(warehouse, f"h{hour}", end)
         assert stats["cut"]["published"]["cut_at"] == end.isoformat()
+        assert effects_of(stats) == effects_between(source, end - dt.timedelta(hours=1), end)
         assert balanced(stats) and stats["accounting"]["unprocessed"] == 0
         assert tables_at(spark, warehouse) == state_as_of(source, end)
         held = spark.read.format("delta").load(f"{warehouse}/_cdc/held").count()
@@ -206,6 +235,7 @@ def test_every_published_cut_is_the_source_state_at_its_time(
     reasons = [reason for _, reason in current(spark, warehouse, "late").values()]
     assert reasons == ["late: committed 2026-01-01T00:55:00.000000Z below a published cut"]
     assert balanced(after) and after["accounting"]["applied"] == 1
+    assert effects_of(after) == {"accounts": (0, 0, 0), "transfers": (1, 0, 0)}
 
     # A backfill of the first hour: below the published cut, it changes no table and
     # publishes nothing.
@@ -277,25 +307,29 @@ def test_a_change_below_a_true_cut_is_quarantined_only_where_it_would_move_a_row
 
     early, later = at(0, 30), at(1, 30)
     members = "ARRAY<STRUCT<record_id: STRING, batch_id: STRING>>"
-    winners = spark.createDataFrame(
-        [
-            (1, "s5", "r1", early),  # late, newer than the row: would move it
-            (2, "s5", "r2", early),  # late, the row's own sequence again: a duplicate
-            (3, "s1", "r3", early),  # late, older than the row
-            (4, "s9", "r4", later),  # not late
-            (5, "s5", "r5", early),  # late, but it produced the row (a re-run)
-        ],
-        "id BIGINT, _cdc_sequence STRING, _cdc_record_id STRING, _cdc_commit_ts TIMESTAMP",
-    ).withColumn(
-        "_cdc_members",
-        F.array(
-            F.struct(F.col("_cdc_record_id").alias("record_id"), F.lit("b").alias("batch_id"))
-        ).cast(members),
+    winners = (
+        spark.createDataFrame(
+            [
+                (1, "s5", "r1", early),  # late, newer than the row: would move it
+                (2, "s5", "r2", early),  # late, the row's own sequence again: a duplicate
+                (3, "s1", "r3", early),  # late, older than the row
+                (4, "s9", "r4", later),  # not late
+                (5, "s5", "r5", early),  # late, but it produced the row (a re-run)
+            ],
+            "id BIGINT, _cdc_sequence STRING, _cdc_record_id STRING, _cdc_commit_ts TIMESTAMP",
+        )
+        .withColumn("_cdc_is_delete", F.lit(False))
+        .withColumn(
+            "_cdc_members",
+            F.array(
+                F.struct(F.col("_cdc_record_id").alias("record_id"), F.lit("b").alias("batch_id"))
+            ).cast(members),
+        )
     )
     target = spark.createDataFrame(
         [(1, "s3", "t1"), (2, "s5", "t2"), (3, "s3", "t3"), (4, "s3", "t4"), (5, "s3", "r5")],
         "id BIGINT, _cdc_sequence STRING, _cdc_record_id STRING",
-    )
+    ).withColumn("_cdc_deleted", F.lit(False))
     late = F.col("_cdc_commit_ts") < F.lit(at(1, 0)).cast("timestamp")
     refused = {
         r["record_id"]: r["status"] for r in classify(winners, target, ["id"], late, True).collect()
