@@ -47,7 +47,10 @@ def get_provider_info() -> dict[str, Any]:
         "triggers": [
             {
                 "integration-name": "Change Data Capture",
-                "python-modules": ["airflow_cdc.triggers.resolved"],
+                "python-modules": [
+                    "airflow_cdc.triggers.resolved",
+                    "airflow_cdc.triggers.boundary",
+                ],
             }
         ],
         "hooks": [
