@@ -58,13 +58,18 @@ from functools import partial
 from typing import Any
 
 from delta.tables import DeltaTable
+from pyspark.errors import AnalysisException, IllegalArgumentException
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from airflow_cdc.core.ddl import parse_tables
 from airflow_cdc.core.exceptions import ResolvedTimestampUnavailable
 from airflow_cdc.core.resolved_state import parse_state
-from airflow_cdc.jobs import MAX_RETENTION_SECONDS, MIN_VACUUM_RETENTION_HOURS
+from airflow_cdc.jobs import (
+    CLUSTER_ABOVE_BYTES,
+    MAX_RETENTION_SECONDS,
+    MIN_VACUUM_RETENTION_HOURS,
+)
 from spark_jobs import history, ledger
 from spark_jobs.common import (
     PROGRESS,
@@ -87,10 +92,12 @@ from spark_jobs.cut import from_spark, member_ids
 from spark_jobs.reassemble import OPEN
 
 JOB_NAME = "maintain"
-JOB_VERSION = "1.3.0"
+JOB_VERSION = "1.4.0"
 RAW_RETENTION_SECONDS = 7 * 86400.0
 CUT_RETENTION_SECONDS = 7 * 86400.0
 QUARANTINE_RETENTION_SECONDS = 30 * 86400.0
+# Delta clusters by at most four columns.
+MAX_CLUSTERING_COLUMNS = 4
 
 
 def resolved_time(ctx: JobContext, source: str) -> dt.datetime | None:
@@ -121,13 +128,14 @@ def detail(ctx: JobContext, path: str) -> dict[str, Any]:
     row = (
         DeltaTable.forPath(ctx.spark, path)
         .detail()
-        .select("numFiles", "sizeInBytes", "properties")
+        .select("numFiles", "sizeInBytes", "properties", "clusteringColumns")
         .first()
     )
     assert row is not None
     return {
         "files": int(row["numFiles"]),
         "bytes": int(row["sizeInBytes"]),
+        "clustering": list(row["clusteringColumns"] or []),
         "properties": dict(row["properties"] or {}),
     }
 
@@ -265,16 +273,46 @@ def retained_cuts(
     return RetainedCuts(oldest, versions, first)
 
 
+def cluster(
+    ctx: JobContext, path: str, keys: tuple[str, ...], table: dict[str, Any], above: int
+) -> dict[str, Any]:
+    """Cluster the table by its primary key (Delta's liquid clustering: from then on OPTIMIZE
+    clusters the files it rewrites) once it holds ``above`` bytes, so that a MERGE whose keys
+    fall in a narrow range skips the files outside it. Done once; a table Delta cannot
+    cluster by those columns (no statistics for them) stays as it is, and the report says
+    why."""
+    columns = list(keys[:MAX_CLUSTERING_COLUMNS])
+    if table["clustering"] == columns or table["bytes"] < above:
+        return {}
+    listed = ", ".join(quoted(c) for c in columns)
+    statement = f"ALTER TABLE delta.{quoted(path)} CLUSTER BY ({listed})"
+    try:
+        retry_on_conflict(lambda: ctx.spark.sql(statement), f"clustering of {path}")
+    except (AnalysisException, IllegalArgumentException) as err:
+        log.warning("%s is not clustered by %s: %s", path, columns, err)
+        return {"clustering_refused": str(err).splitlines()[0]}
+    log.info("%s is clustered by %s from now on", path, columns)
+    return {"clustered_by": columns}
+
+
 def maintain_table(
-    ctx: JobContext, path: str, vacuum_hours: float, where: str | None = None, **extra: int
+    ctx: JobContext,
+    path: str,
+    vacuum_hours: float,
+    where: str | None = None,
+    keys: tuple[str, ...] = (),
+    cluster_above: int = CLUSTER_ABOVE_BYTES,
+    **extra: int,
 ) -> dict[str, Any]:
     before = detail(ctx, path)
     keep_removed_files(ctx, path, vacuum_hours, before["properties"])
+    clustered = cluster(ctx, path, keys, before, cluster_above) if keys else {}
     compacted = compact(ctx, path, where)
     vacuumed = vacuum(ctx, path, vacuum_hours)
     after = detail(ctx, path)
     return {
         **extra,
+        **clustered,
         "files_before": before["files"],
         "files_after": after["files"],
         "bytes_before": before["bytes"],
@@ -418,7 +456,14 @@ def run(ctx: JobContext, args: Any) -> dict[str, Any]:
             f"tombstone purge of {path}",
         )
         name = spec.table.qualified
-        tables[name] = maintain_table(ctx, path, vacuum_hours(name), tombstones_purged=purged)
+        tables[name] = maintain_table(
+            ctx,
+            path,
+            vacuum_hours(name),
+            keys=spec.primary_key,
+            cluster_above=args.cluster_above_bytes,
+            tombstones_purged=purged,
+        )
         kept = history.of(spec).table  # compacted, never purged: its deletes are history
         path = ctx.warehouse.target(kept)
         if table_exists(ctx.spark, path):
@@ -480,6 +525,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         default=CUT_RETENTION_SECONDS,
         help="every table version that a consistent cut published this recently references"
         " stays readable (VACUUM and the Delta log keep it)",
+    )
+    parser.add_argument(
+        "--cluster-above-bytes",
+        type=int,
+        default=CLUSTER_ABOVE_BYTES,
+        help="a target table this large is clustered by its primary key (liquid clustering)",
     )
     args = parser.parse_args(argv)
     ctx = start(JOB_NAME, JOB_VERSION, args)

@@ -8,7 +8,12 @@ from typing import Any
 from airflow.sdk import Context
 
 from airflow_cdc.core.ddl import parse_tables
-from airflow_cdc.jobs import MAX_RETENTION_SECONDS, MIN_VACUUM_RETENTION_HOURS, check_source
+from airflow_cdc.jobs import (
+    CLUSTER_ABOVE_BYTES,
+    MAX_RETENTION_SECONDS,
+    MIN_VACUUM_RETENTION_HOURS,
+    check_source,
+)
 from airflow_cdc.operators.base import SparkJobOperator
 
 
@@ -39,6 +44,10 @@ class CdcMaintenanceOperator(SparkJobOperator):
     :param cut_retention_seconds: Every table version that a consistent cut published this
         recently references stays readable: VACUUM keeps its files and the Delta log is kept
         as long (>= 0; 7 days by default; see :mod:`airflow_cdc.cuts`).
+    :param cluster_above_bytes: A target table this large is clustered by its primary key
+        (Delta's liquid clustering; OPTIMIZE then clusters the files it rewrites), so that a
+        MERGE of a narrow key range skips the files outside it (>= 0; 2 GiB by default:
+        below it Delta's 1 GiB files leave a MERGE little to skip).
     """
 
     job = "maintain"
@@ -56,6 +65,7 @@ class CdcMaintenanceOperator(SparkJobOperator):
         raw_retention_seconds: float = 7 * 86400.0,
         quarantine_retention_seconds: float = 30 * 86400.0,
         cut_retention_seconds: float = 7 * 86400.0,
+        cluster_above_bytes: int = CLUSTER_ABOVE_BYTES,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -67,6 +77,7 @@ class CdcMaintenanceOperator(SparkJobOperator):
         self.raw_retention_seconds = raw_retention_seconds
         self.quarantine_retention_seconds = quarantine_retention_seconds
         self.cut_retention_seconds = cut_retention_seconds
+        self.cluster_above_bytes = cluster_above_bytes
 
     def job_args(self, context: Context) -> list[str]:
         check_source(self.source)
@@ -87,6 +98,11 @@ class CdcMaintenanceOperator(SparkJobOperator):
                 f"vacuum_retention_hours must be >= {MIN_VACUUM_RETENTION_HOURS} (Delta's"
                 f" retention safety check), got {self.vacuum_retention_hours!r}"
             )
+        if not (isinstance(self.cluster_above_bytes, int) and self.cluster_above_bytes >= 0):
+            raise ValueError(
+                f"cluster_above_bytes must be a whole number of bytes >= 0,"
+                f" got {self.cluster_above_bytes!r}"
+            )
         return [
             *("--source", self.source),
             *("--ddl", self.ddl, "--default-schema", self.default_schema),
@@ -95,4 +111,5 @@ class CdcMaintenanceOperator(SparkJobOperator):
             *("--raw-retention-seconds", str(self.raw_retention_seconds)),
             *("--quarantine-retention-seconds", str(self.quarantine_retention_seconds)),
             *("--cut-retention-seconds", str(self.cut_retention_seconds)),
+            *("--cluster-above-bytes", str(self.cluster_above_bytes)),
         ]

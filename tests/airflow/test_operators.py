@@ -267,6 +267,7 @@ def test_maintenance_arguments_and_delta_safety_floor() -> None:
         *("--raw-retention-seconds", "604800.0"),
         *("--quarantine-retention-seconds", "2592000.0"),
         *("--cut-retention-seconds", "604800.0"),
+        *("--cluster-above-bytes", str(2 * 1024**3)),
     ]
     with pytest.warns(DeprecationWarning, match="schedule CdcMaintenanceOperator"):
         ApplyChangesOperator(
@@ -291,6 +292,10 @@ def test_maintenance_arguments_and_delta_safety_floor() -> None:
     with pytest.raises(ValueError, match="cut_retention_seconds must be >= 0"):
         CdcMaintenanceOperator(
             task_id="m", warehouse="/wh", source="src", ddl=ddl, cut_retention_seconds=-1
+        ).job_args({})
+    with pytest.raises(ValueError, match="cluster_above_bytes must be a whole number"):
+        CdcMaintenanceOperator(
+            task_id="m", warehouse="/wh", source="src", ddl=ddl, cluster_above_bytes=-1
         ).job_args({})
     with pytest.raises(ValueError, match="source must match"):
         CdcMaintenanceOperator(task_id="m", warehouse="/wh", source="../x", ddl=ddl).job_args({})

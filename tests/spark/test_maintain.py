@@ -6,6 +6,7 @@ each batch's accounting identity holding, the checkpoints kept."""
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -346,3 +347,48 @@ def test_vacuum_keeps_every_file_an_old_newest_cut_reads() -> None:
     assert maintain.kept_since_hours(None, now) == 0
     assert maintain.kept_since_hours(now - dt.timedelta(days=10), now) == 24 * 11
     assert maintain.kept_since_hours(now - dt.timedelta(minutes=5), now) == 24
+
+
+def test_a_table_past_the_threshold_is_clustered_by_its_key(
+    spark: Any, warehouse: str, tmp_path: Path
+) -> None:
+    """With a threshold of 0 bytes, maintenance clusters each target table by its primary key
+    once: OPTIMIZE then lays the customers out in disjoint key ranges (files small enough to
+    make several), the rows stay as they were, and the next batch applies exactly."""
+    from cdc_demo.dsql_stream import differences
+    from tests.spark.pipeline import live_rows
+
+    stream = generate(600, seed=8)
+    half = len(stream.deliveries) // 2
+    write_ndjson(stream.deliveries[:half], str(tmp_path / "b1"), files=2)
+    land_dump(warehouse, str(tmp_path / "b1"), "b1")
+    process(warehouse, "b1")
+    before = {t: rows(spark, warehouse, t) for t in TABLES}
+    small_files = "spark.databricks.delta.optimize.maxFileSize"
+    spark.conf.set(small_files, str(4 * 1024))
+    try:
+        first = maintain_run(warehouse, 10 * 365 * 86400.0, "--cluster-above-bytes", "0")
+    finally:
+        spark.conf.unset(small_files)
+    keys = {"customers": ["id"], "order_items": ["order_id", "item_id"]}
+    for table in TABLES:
+        path = f"{warehouse}/public/{table}"
+        assert first["tables"][f"public.{table}"]["clustered_by"] == keys[table]
+        clustering = spark.sql(f"DESCRIBE DETAIL delta.`{path}`").first()["clusteringColumns"]
+        assert list(clustering) == keys[table]
+        assert repr(rows(spark, warehouse, table)) == repr(before[table])
+    from pyspark.sql import functions as F
+
+    customers = spark.read.format("delta").load(f"{warehouse}/public/customers")
+    by_file = customers.groupBy("_metadata.file_path").agg(F.min("id"), F.max("id"))
+    ranges = sorted((low, high) for _, low, high in by_file.collect())
+    assert len(ranges) > 2
+    assert all(left[1] < right[0] for left, right in itertools.pairwise(ranges))
+
+    again = maintain_run(warehouse, 10 * 365 * 86400.0, "--cluster-above-bytes", "0")
+    assert "clustered_by" not in again["tables"]["public.customers"]  # once
+    write_ndjson(stream.deliveries[half:], str(tmp_path / "b2"), files=2)
+    land_dump(warehouse, str(tmp_path / "b2"), "b2")
+    process(warehouse, "b2")
+    for table in TABLES:
+        assert differences(stream, table, live_rows(spark, warehouse, table)) == []
