@@ -5,18 +5,30 @@ from __future__ import annotations
 import datetime as dt
 import warnings
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import Context
 
 from airflow_cdc.assets import event_extra, partition_key, table_assets
 from airflow_cdc.core.columns import MAX_ADDED_COLUMNS, MAX_COLUMNS_PER_RECORD
-from airflow_cdc.core.ddl import history_tables, parse_tables
+from airflow_cdc.core.ddl import history_ref, history_tables, parse_tables
 from airflow_cdc.core.exceptions import DdlError
 from airflow_cdc.core.formats import parser_for
 from airflow_cdc.core.formats.common import MAX_FRAGMENTS, MAX_NUMBER_LENGTH, RecordLimits
-from airflow_cdc.jobs import MAX_PENDING_WALL_SECONDS, check_source
+from airflow_cdc.jobs import MAX_PENDING_WALL_SECONDS, check_source, table_location
+from airflow_cdc.lineage import (
+    bookkeeping_location,
+    location_inputs,
+    location_name,
+    location_outputs,
+    output_dataset,
+    schema_facet,
+    version_facet,
+)
 from airflow_cdc.operators.base import SparkJobOperator
+
+if TYPE_CHECKING:
+    from openlineage.client.event_v2 import InputDataset, OutputDataset
 
 
 class ApplyChangesOperator(SparkJobOperator):
@@ -168,6 +180,47 @@ class ApplyChangesOperator(SparkJobOperator):
                 event.add_partitions(partition_key(start))
         return stats
 
+    def bookkeeping_read(self) -> list[str]:
+        """The bookkeeping tables a run reads: the batch's landed records and ledger entries,
+        the source's open state (and with a cut, its held changes and published cuts)."""
+        read = ["raw", "ledger", "pending"]
+        if self.consistent_cut:
+            read += ["held", "cuts"]
+        if self.transactions:
+            read.append("transactions")
+        return read
+
+    def lineage_inputs(self) -> list[InputDataset]:
+        return location_inputs(
+            bookkeeping_location(self.warehouse, t) for t in self.bookkeeping_read()
+        )
+
+    def lineage_outputs(self) -> list[OutputDataset]:
+        """Each declared table with its declared columns (and after a run its Delta version,
+        the one its asset event names), each history table, then the bookkeeping tables."""
+        specs = parse_tables(self.ddl, self.default_schema)
+        outputs: list[OutputDataset] = []
+        for spec in specs:
+            facets = {"schema": schema_facet(spec)}
+            if self.run_stats is not None:
+                version = event_extra(self.run_stats, spec.table.qualified, self.source).get(
+                    "version"
+                )
+                if version is not None:
+                    facets["version"] = version_facet(version)
+            where = location_name(table_location(self.warehouse, spec.table))
+            outputs.append(output_dataset(*where, facets))
+        kept = history_tables(self.history, specs, self.default_schema)
+        written = [table_location(self.warehouse, history_ref(s.table)) for s in kept]
+        written += [
+            bookkeeping_location(self.warehouse, t) for t in ("ledger", "quarantine", "pending")
+        ]
+        if self.consistent_cut:
+            written += [bookkeeping_location(self.warehouse, t) for t in ("held", "cuts")]
+        if self.transactions:
+            written.append(bookkeeping_location(self.warehouse, "transactions"))
+        return outputs + location_outputs(written)
+
     def job_args(self, context: Context) -> list[str]:
         check_source(self.source)
         parser_for(self.record_format)  # an unknown format fails here, naming the known ones
@@ -255,6 +308,9 @@ class ReplayQuarantineOperator(ApplyChangesOperator):
         super().__init__(**kwargs)
         self.reasons = reasons
         self.batches = batches
+
+    def bookkeeping_read(self) -> list[str]:
+        return [*super().bookkeeping_read(), "quarantine"]
 
     def job_args(self, context: Context) -> list[str]:
         if self.consistent_cut or self.transactions:

@@ -6,12 +6,17 @@ import json
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.sdk import BaseOperator, Context
 
 from airflow_cdc.jobs import ensure_jars, library_archive
+from airflow_cdc.lineage import operator_lineage, spark_conf_with_parent_job
 from airflow_cdc.submit import SubmitSpec, check_version, job_spec
+
+if TYPE_CHECKING:
+    from airflow.providers.openlineage.extractors import OperatorLineage
+    from openlineage.client.event_v2 import InputDataset, OutputDataset
 
 
 class SparkJobOperator(BaseOperator):
@@ -24,6 +29,12 @@ class SparkJobOperator(BaseOperator):
         version is installed. ``None`` runs whatever is installed.
     :param spark_conn_id: Airflow Spark connection (master, deploy mode).
     :param spark_conf: Extra Spark conf for this job.
+    :param openlineage_inject_parent_job_info: Pass the task's OpenLineage run to the Spark
+        job (``spark.openlineage.parentRunId`` and the rest), so that the OpenLineage Spark
+        listener's events link to the task; ``None`` follows ``[openlineage]
+        spark_inject_parent_job_info``. Needs the OpenLineage provider and a transport.
+    :param openlineage_inject_transport_info: Pass the provider's HTTP transport to the Spark
+        job; ``None`` follows ``[openlineage] spark_inject_transport_info``.
     """
 
     job: ClassVar[str]
@@ -38,6 +49,8 @@ class SparkJobOperator(BaseOperator):
         job_version: str | None = None,
         spark_conn_id: str = "spark_default",
         spark_conf: dict[str, str] | None = None,
+        openlineage_inject_parent_job_info: bool | None = None,
+        openlineage_inject_transport_info: bool | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -46,6 +59,10 @@ class SparkJobOperator(BaseOperator):
         self.job_version = job_version
         self.spark_conn_id = spark_conn_id
         self.spark_conf = spark_conf or {}
+        self.openlineage_inject_parent_job_info = openlineage_inject_parent_job_info
+        self.openlineage_inject_transport_info = openlineage_inject_transport_info
+        # The counts of this task's run, for its lineage (set by execute).
+        self.run_stats: dict[str, Any] | None = None
 
     def job_args(self, context: Context) -> list[str]:
         """The job's own arguments, after the common ones."""
@@ -67,13 +84,19 @@ class SparkJobOperator(BaseOperator):
                 job_args=self.job_args(context),
                 library=str(library_archive()),
                 jars=ensure_jars(),
-                spark_conf=self.spark_conf,
+                spark_conf=spark_conf_with_parent_job(
+                    self.spark_conf,
+                    context,
+                    parent_job_info=self.openlineage_inject_parent_job_info,
+                    transport_info=self.openlineage_inject_transport_info,
+                ),
                 env_vars=self.job_env(),
             )
             self.log.info("submitting %s version %s for batch %s", self.job, version, self.batch_id)
             self.submit(spec)
             stats: dict[str, Any] = json.loads(Path(stats_file).read_text(encoding="utf-8"))
         stats["job_version"] = version
+        self.run_stats = stats
         self.log.info("%s counts: %s", self.job, json.dumps(stats, sort_keys=True))
         accounting = stats.get("accounting")
         if accounting:
@@ -94,6 +117,20 @@ class SparkJobOperator(BaseOperator):
                 ),
             )
         return stats
+
+    def lineage_inputs(self) -> list[InputDataset]:
+        """The datasets the job reads (OpenLineage), from the operator's arguments alone."""
+        return []
+
+    def lineage_outputs(self) -> list[OutputDataset]:
+        """The datasets the job writes (OpenLineage); after a run, with what it committed."""
+        return []
+
+    def get_openlineage_facets_on_start(self) -> OperatorLineage[Any, Any]:
+        return operator_lineage(self.lineage_inputs(), self.lineage_outputs())
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> OperatorLineage[Any, Any]:
+        return operator_lineage(self.lineage_inputs(), self.lineage_outputs())
 
     def submit(self, spec: SubmitSpec) -> None:
         """Run spark-submit (the one place that starts a process)."""

@@ -3,14 +3,26 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import Context
 
 from airflow_cdc.hooks.kafka import KafkaClusterHook
 from airflow_cdc.hooks.kinesis import KinesisStreamHook
 from airflow_cdc.jobs import check_source
+from airflow_cdc.lineage import (
+    bookkeeping_location,
+    files_location,
+    input_dataset,
+    kafka_namespace,
+    kinesis_namespace,
+    location_inputs,
+    location_outputs,
+)
 from airflow_cdc.operators.base import SparkJobOperator
+
+if TYPE_CHECKING:
+    from openlineage.client.event_v2 import InputDataset, OutputDataset
 
 
 def check_lateness(seconds: float) -> str:
@@ -18,6 +30,11 @@ def check_lateness(seconds: float) -> str:
     if seconds < 0:
         raise ValueError(f"lateness_seconds must be >= 0, got {seconds!r}")
     return str(seconds)
+
+
+def raw_table_outputs(warehouse: str) -> list[OutputDataset]:
+    """What every landing writes (OpenLineage): the raw table, ``_cdc/raw``."""
+    return location_outputs([bookkeeping_location(warehouse, "raw")])
 
 
 class LandKinesisOperator(SparkJobOperator):
@@ -76,6 +93,17 @@ class LandKinesisOperator(SparkJobOperator):
 
     def job_env(self) -> dict[str, str]:
         return KinesisStreamHook(self.kinesis_conn_id).job_environment()
+
+    def lineage_inputs(self) -> list[InputDataset]:
+        settings = KinesisStreamHook(self.kinesis_conn_id).settings()
+        return [
+            input_dataset(
+                kinesis_namespace(settings["region"], settings["endpoint_url"]), self.stream
+            )
+        ]
+
+    def lineage_outputs(self) -> list[OutputDataset]:
+        return raw_table_outputs(self.warehouse)
 
 
 class LandKafkaOperator(SparkJobOperator):
@@ -143,6 +171,13 @@ class LandKafkaOperator(SparkJobOperator):
     def job_env(self) -> dict[str, str]:
         return KafkaClusterHook(self.kafka_conn_id).job_environment()
 
+    def lineage_inputs(self) -> list[InputDataset]:
+        namespace = kafka_namespace(KafkaClusterHook(self.kafka_conn_id).bootstrap_servers())
+        return [input_dataset(namespace, topic) for topic in self.topics]
+
+    def lineage_outputs(self) -> list[OutputDataset]:
+        return raw_table_outputs(self.warehouse)
+
 
 class LandFilesOperator(SparkJobOperator):
     """Land NDJSON files (one delivered record or message per line), each line once.
@@ -192,3 +227,9 @@ class LandFilesOperator(SparkJobOperator):
         if self.record_format:
             args += ["--format", self.record_format]
         return args
+
+    def lineage_inputs(self) -> list[InputDataset]:
+        return location_inputs([files_location(self.path)])
+
+    def lineage_outputs(self) -> list[OutputDataset]:
+        return raw_table_outputs(self.warehouse)

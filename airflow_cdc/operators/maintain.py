@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import Context
 
@@ -13,8 +13,13 @@ from airflow_cdc.jobs import (
     MAX_RETENTION_SECONDS,
     MIN_VACUUM_RETENTION_HOURS,
     check_source,
+    table_location,
 )
+from airflow_cdc.lineage import bookkeeping_location, location_inputs, location_outputs
 from airflow_cdc.operators.base import SparkJobOperator
+
+if TYPE_CHECKING:
+    from openlineage.client.event_v2 import InputDataset, OutputDataset
 
 
 class CdcMaintenanceOperator(SparkJobOperator):
@@ -78,6 +83,19 @@ class CdcMaintenanceOperator(SparkJobOperator):
         self.quarantine_retention_seconds = quarantine_retention_seconds
         self.cut_retention_seconds = cut_retention_seconds
         self.cluster_above_bytes = cluster_above_bytes
+
+    def kept_locations(self) -> list[str]:
+        """What the job compacts and expires: the source's tables and its bookkeeping."""
+        specs = parse_tables(self.ddl, self.default_schema)
+        tables = [table_location(self.warehouse, spec.table) for spec in specs]
+        kept = ("raw", "ledger", "quarantine", "cuts", "pending", "held", "transactions")
+        return tables + [bookkeeping_location(self.warehouse, table) for table in kept]
+
+    def lineage_inputs(self) -> list[InputDataset]:
+        return location_inputs(self.kept_locations())
+
+    def lineage_outputs(self) -> list[OutputDataset]:
+        return location_outputs(self.kept_locations())
 
     def job_args(self, context: Context) -> list[str]:
         check_source(self.source)
