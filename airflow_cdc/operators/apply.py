@@ -169,6 +169,8 @@ class ApplyChangesOperator(SparkJobOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         stats = super().execute(context)
+        for line in table_lines(stats):
+            self.log.info("%s", line)
         events = context.get("outlet_events")
         start = context.get("data_interval_start")
         if events is None:
@@ -329,3 +331,22 @@ class ReplayQuarantineOperator(ApplyChangesOperator):
             if values:
                 args += [option, ",".join(values)]
         return args
+
+
+def table_lines(stats: dict[str, Any]) -> list[str]:
+    """One log line per table of an apply run: what its changes did, and why any were
+    quarantined.
+    """
+    lines = []
+    for table, counts in sorted((stats.get("tables") or {}).items()):
+        reasons = counts.get("quarantined_by_reason") or {}
+        why = ", ".join(f"{reason} {n}" for reason, n in sorted(reasons.items()))
+        lines.append(
+            f"{table}: {counts.get('inserted', 0)} inserted, {counts.get('updated', 0)} updated,"
+            f" {counts.get('deleted', 0)} deleted; {counts.get('changes', 0)} changes:"
+            f" {counts.get('applied', 0)} applied, {counts.get('superseded', 0)} superseded,"
+            f" {counts.get('duplicate', 0)} duplicate; {counts.get('quarantined', 0)} quarantined"
+            + (f" ({why})" if why else "")
+            + (f"; version {counts['version']}" if counts.get("version") is not None else "")
+        )
+    return lines

@@ -299,3 +299,27 @@ def test_maintenance_arguments_and_delta_safety_floor() -> None:
         ).job_args({})
     with pytest.raises(ValueError, match="source must match"):
         CdcMaintenanceOperator(task_id="m", warehouse="/wh", source="../x", ddl=ddl).job_args({})
+
+
+def test_an_apply_run_logs_one_line_per_table() -> None:
+    from airflow_cdc.operators.apply import table_lines
+
+    counts = {"changes": 5, "applied": 4, "superseded": 1, "inserted": 3, "updated": 1}
+    reasons = {"type_conflict": 2, "decode_error": 1}
+    stats = {
+        "tables": {
+            "public.t": {
+                **counts,
+                "quarantined": 3,
+                "quarantined_by_reason": reasons,
+                "version": 7,
+            },
+            "public.a": {"changes": 0},
+        }
+    }
+    assert table_lines(stats) == [
+        "public.a: 0 inserted, 0 updated, 0 deleted; 0 changes: 0 applied, 0 superseded,"
+        " 0 duplicate; 0 quarantined",
+        "public.t: 3 inserted, 1 updated, 0 deleted; 5 changes: 4 applied, 1 superseded,"
+        " 0 duplicate; 3 quarantined (decode_error 1, type_conflict 2); version 7",
+    ]
