@@ -28,6 +28,9 @@ def airflow_env(
         "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags_examples"),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
+        # An executor's workers sized to the machine (Airflow's default is 32): each task
+        # here is a spark-submit that wants the cores to itself.
+        "AIRFLOW__CORE__PARALLELISM": str(max(2, os.cpu_count() or 2)),
         "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": master}),
         "AIRFLOW_CONN_KINESIS_DEFAULT": json.dumps(
             {

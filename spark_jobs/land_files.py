@@ -71,7 +71,7 @@ from spark_jobs.landing import (
 from spark_jobs.ledger import union_all
 
 JOB_NAME = "land_files"
-JOB_VERSION = "1.2.0"
+JOB_VERSION = "1.2.1"
 LAYOUTS = ("kinesis", "kafka", "lines")
 LINE_WIDTH = 20
 SUFFIXES = (".ndjson", ".jsonl", ".json", ".txt", ".RESOLVED")

@@ -38,7 +38,7 @@ from spark_jobs.landing import (
 )
 
 JOB_NAME = "land_kafka"
-JOB_VERSION = "1.0.0"
+JOB_VERSION = "1.0.1"
 OFFSET_WIDTH = 20
 
 

@@ -25,7 +25,7 @@ from spark_jobs.landing import (
 )
 
 JOB_NAME = "land_kinesis"
-JOB_VERSION = "1.0.0"
+JOB_VERSION = "1.0.1"
 
 
 class KinesisShardReader:

@@ -147,7 +147,10 @@ def land(
                 finished.add(row.shard_id)
         done = {t.shard_id for t in ready}
         waiting = [t for t in waiting if t.shard_id not in done]
-    staged = ctx.spark.read.schema(RAW_SCHEMA).parquet(f"{staging}/wave=*") if waves else None
+    # The waves by name: a glob makes Spark probe the pattern as a path, which logs a
+    # FileNotFoundException's stack trace in every healthy run.
+    read = [f"{staging}/wave={wave}" for wave in range(1, waves + 1)]
+    staged = ctx.spark.read.schema(RAW_SCHEMA).parquet(*read) if read else None
     stats = commit(ctx, source, tasks, staged, progress, land_seq, lateness_us, run)
     if waves:
         delete_path(ctx, staging)

@@ -61,6 +61,8 @@ def test_example_dag_lands_and_applies_the_stream_idempotently(
     spark: Any,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    capfd: pytest.CaptureFixture[str],
 ) -> None:
     stream = generate(
         500, seed=5, start_ns=int(INTERVAL_START.timestamp()) * 10**9, span_ns=50 * 60 * 10**9
@@ -81,8 +83,16 @@ def test_example_dag_lands_and_applies_the_stream_idempotently(
     from airflow.dag_processing.dagbag import DagBag
 
     dag = DagBag(str(REPO / "dags_examples")).dags["dsql_to_delta"]
+    caplog.set_level("INFO")
     first = dag.test(logical_date=INTERVAL_END)
     assert first.state == "success"
+    # A healthy run's logs (the tasks' and the jobs' own, through spark-submit) carry no
+    # stack trace and no Ivy resolution report.
+    out, err = capfd.readouterr()
+    logged = "\n".join([caplog.text, out, err])
+    assert "public.customers: " in logged and " inserted, " in logged  # the per-table lines
+    for noise in ("Traceback", "Exception", ":: resolving dependencies", ":: retrieving ::"):
+        assert noise not in logged, [line for line in logged.splitlines() if noise in line][:5]
     for table in TABLES:
         assert differences(stream, table, live_rows(spark, warehouse, table)) == []
     ledger = _ledger(spark, warehouse)
