@@ -225,9 +225,11 @@ def report(stream, warehouse: str) -> int:  # type: ignore[no-untyped-def]
 
     spark = get_session("airflow-cdc-demo", master="local[2]")
     failures = 0
+    live_rows = {}
     for table in TABLES:
         frame = spark.read.format("delta").load(f"{warehouse}/public/{table}")
         live = frame.where("NOT _cdc_deleted")
+        live_rows[table] = live.count()
         print(
             f"\n== public.{table}: {live.count()} live rows, "
             f"{frame.count() - live.count()} tombstones"
@@ -249,8 +251,24 @@ def report(stream, warehouse: str) -> int:  # type: ignore[no-untyped-def]
     print("\nquarantine reasons:")
     quarantine.groupBy("stage", "reason").count().orderBy("stage", "reason").show(20, False)
     spark.stop()
+    failures += without_spark(warehouse, live_rows["customers"])
     print("demo OK" if not failures else "demo FAILED")
     return 1 if failures else 0
+
+
+def without_spark(warehouse: str, live: int) -> int:
+    """Query public.customers with delta-rs and DuckDB; 1 unless they count what Spark did."""
+    from cdc_demo.readers import count_without_spark
+
+    found = count_without_spark(f"{warehouse}/public/customers")
+    print(
+        f"\nwithout Spark ({found['readers']}): public.customers at version"
+        f" {found['version']} has {found['live']} live rows and {found['tombstones']} tombstones"
+    )
+    if found["live"] != live:
+        print(f"MISMATCH: Spark counted {live} live rows")
+        return 1
+    return 0
 
 
 if __name__ == "__main__":
