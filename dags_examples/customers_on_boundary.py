@@ -49,14 +49,16 @@ with DAG(
 
     @task
     def customers_per_hour(*, triggering_asset_events: Any = None) -> dict[str, int]:
-        """Count the live customers as of each hour boundary the watcher announced."""
+        """Count the live customers as of the newest cut at or before each hour boundary the
+        watcher announced (the cut at the boundary itself when the apply runs hourly)."""
         from spark_jobs.session import get_session
 
         spark = get_session("customers-on-boundary")
         counts = {}
         for event in triggering_asset_events[HOURS]:
             boundary = event.extra["payload"]["boundary"]
-            # The newest cut at or before the hour: every table as of the same point.
+            # Every table as of one point: the newest cut at or before the boundary (the
+            # event's own cut, at or past it, may hold changes of the next hour).
             customers = read_cut(spark, WAREHOUSE, SOURCE, at=boundary)["public.customers"]
             counts[boundary] = customers.where("NOT _cdc_deleted").count()
             print(f"public.customers at {boundary}: {counts[boundary]} live rows")

@@ -38,7 +38,7 @@ from pyspark.sql.types import (
 
 from airflow_cdc.core.columns import needs_mapping
 from airflow_cdc.core.ddl import TableSpec
-from spark_jobs.common import fault_point, quoted, retry_on_conflict, table_version
+from spark_jobs.common import committed_version, fault_point, quoted, retry_on_conflict
 from spark_jobs.ledger import APPLIED, DUPLICATE, QUARANTINED, SUPERSEDED
 from spark_jobs.schemas import struct
 
@@ -337,6 +337,5 @@ def apply_table(
         **counts,
         **effects,
         "extra_columns": extras,
-        # A version that holds the batch's changes (a concurrent compaction may follow it).
-        "version": table_version(spark, path),
+        "version": committed_version(spark, path, "MERGE"),
     }

@@ -34,7 +34,7 @@ from pyspark.sql import functions as F
 from airflow_cdc.core.events import TableRef
 from airflow_cdc.jobs import check_source, resolved_state_path, table_location
 from spark_jobs.schemas import struct
-from spark_jobs.session import get_session, set_commit_metadata
+from spark_jobs.session import COMMIT_METADATA_CONF, get_session, set_commit_metadata
 
 log = logging.getLogger("airflow_cdc.jobs")
 
@@ -299,6 +299,25 @@ def table_version(spark: SparkSession, path: str) -> int | None:
     """The Delta table's newest version (None when it has no commit)."""
     row = DeltaTable.forPath(spark, path).history(1).select("version").first()
     return None if row is None else int(row[0])
+
+
+# How far back :func:`committed_version` looks for this run's commit.
+RECENT_COMMITS = 20
+
+
+def committed_version(spark: SparkSession, path: str, operation: str) -> int | None:
+    """The version of this run's newest ``operation`` commit to the table (a commit carries
+    the run's metadata, :func:`spark_jobs.session.set_commit_metadata`), among its last few;
+    else its newest version. A commit another writer makes after it (a compaction) is not
+    taken for it."""
+    mine = spark.conf.get(COMMIT_METADATA_CONF, None)
+    recent = DeltaTable.forPath(spark, path).history(RECENT_COMMITS)
+    if mine is not None:
+        ours = recent.where((F.col("operation") == operation) & (F.col("userMetadata") == mine))
+        row = ours.agg(F.max("version")).first()
+        if row is not None and row[0] is not None:
+            return int(row[0])
+    return table_version(spark, path)
 
 
 def hadoop_path(ctx: JobContext, path: str) -> Any:

@@ -58,7 +58,11 @@ from functools import partial
 from typing import Any
 
 from delta.tables import DeltaTable
-from pyspark.errors import AnalysisException, IllegalArgumentException
+from pyspark.errors import (
+    AnalysisException,
+    IllegalArgumentException,
+    UnsupportedOperationException,
+)
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -288,7 +292,7 @@ def cluster(
     statement = f"ALTER TABLE delta.{quoted(path)} CLUSTER BY ({listed})"
     try:
         retry_on_conflict(lambda: ctx.spark.sql(statement), f"clustering of {path}")
-    except (AnalysisException, IllegalArgumentException) as err:
+    except (AnalysisException, IllegalArgumentException, UnsupportedOperationException) as err:
         log.warning("%s is not clustered by %s: %s", path, columns, err)
         return {"clustering_refused": str(err).splitlines()[0]}
     log.info("%s is clustered by %s from now on", path, columns)

@@ -116,7 +116,8 @@ class CdcMaintenanceOperator(SparkJobOperator):
                 f"vacuum_retention_hours must be >= {MIN_VACUUM_RETENTION_HOURS} (Delta's"
                 f" retention safety check), got {self.vacuum_retention_hours!r}"
             )
-        if not (isinstance(self.cluster_above_bytes, int) and self.cluster_above_bytes >= 0):
+        above = self.cluster_above_bytes
+        if isinstance(above, bool) or not (isinstance(above, int) and above >= 0):
             raise ValueError(
                 f"cluster_above_bytes must be a whole number of bytes >= 0,"
                 f" got {self.cluster_above_bytes!r}"

@@ -9,8 +9,9 @@ several at once, and never again for a boundary it has fired for, across trigger
 
 It remembers the newest boundary it has fired for in the asset state store of the asset it
 watches (Airflow 3.3, AIP-103), which survives restarts and which the consumer's tasks can
-read. Without one (run outside an ``AssetWatcher``, or one trigger shared by several assets)
-it keeps a small JSON file in the warehouse instead (:func:`boundary_memory_path`).
+read, and in a small JSON file in the warehouse (:func:`boundary_memory_path`), the one
+memory it has without a store (run outside an ``AssetWatcher``, or one trigger shared by
+several assets); it resumes after the later boundary of the two.
 """
 
 from __future__ import annotations
@@ -174,6 +175,26 @@ class _FileMemory:
         await asyncio.to_thread(_write_atomically, self.path, text)
 
 
+class _BothMemories:
+    """The asset state store and the file together: recalls the later boundary of the two,
+    records in both. A trigger that Airflow runs for one asset, then for several (watchers
+    with the same arguments share one trigger: the file alone), then for one again, resumes
+    where it really was."""
+
+    def __init__(self, store: _AssetStateMemory, file: _FileMemory) -> None:
+        self.store = store
+        self.file = file
+        self.where = f"{store.where} and {file.where}"
+
+    async def recall(self) -> dt.datetime | None:
+        known = [b for b in (await self.store.recall(), await self.file.recall()) if b]
+        return max(known, default=None)
+
+    async def record(self, boundary: dt.datetime, resolved: dt.datetime) -> None:
+        await self.store.record(boundary, resolved)
+        await self.file.record(boundary, resolved)
+
+
 def _read_text(path: str) -> str | None:
     import fsspec
 
@@ -294,14 +315,15 @@ class ResolvedBoundaryTrigger(BaseEventTrigger):
 
     async def _open_memory(self) -> tuple[_Memory, dt.datetime | None]:
         """The memory to use, and the boundary it holds."""
+        file = self._file_memory()
         if self.asset_state_store is not None:
             store = _AssetStateMemory(self.asset_state_store, self.memory_key, self.source)
+            both = _BothMemories(store, file)
             try:
-                return store, await store.recall()
+                return both, await both.recall()
             except _SeveralAssets as err:
-                self.log.warning("%s; remembering boundaries in a file instead", err)
-        memory = self._file_memory()
-        return memory, await memory.recall()
+                self.log.warning("%s; remembering boundaries in a file only", err)
+        return file, await file.recall()
 
     async def _read(self) -> _Reading | None:
         """The source's state now; ``None`` (logged) while there is none to read."""

@@ -260,7 +260,9 @@ def test_fires_once_per_boundary_never_while_the_condition_merely_stays_true(
         "boundary": "2026-01-01T02:00:00+00:00",
         "resolved_ts": "2026-01-01T02:00:00+00:00",
     }
-    assert not Path(boundary_memory_path(str(tmp_path), SOURCE, "resolved", 3600)).exists()
+    # The file keeps the same, for the times Airflow shares the trigger among assets.
+    memory = Path(boundary_memory_path(str(tmp_path), SOURCE, "resolved", 3600))
+    assert json.loads(memory.read_text())["boundary"] == "2026-01-01T02:00:00+00:00"
 
 
 def test_a_restarted_trigger_does_not_fire_again_and_catches_up(
@@ -384,6 +386,20 @@ def test_a_trigger_watching_several_assets_remembers_in_the_file(
     memory = Path(boundary_memory_path(str(tmp_path), SOURCE, "resolved", 3600))
     assert json.loads(memory.read_text())["boundary"] == "2026-01-01T01:00:00+00:00"
     assert asyncio.run(_store(asset).aget(trigger.memory_key)) is None
+
+    # Watching one asset again: its store says an older boundary (from before the trigger
+    # was shared), the file says 01:00, so 01:00 does not fire again; the next one does.
+    older = {"source": SOURCE, "boundary": "2026-01-01T00:00:00+00:00", "resolved_ts": "x"}
+    asyncio.run(_store(asset).aset(trigger.memory_key, older))
+    alone = _trigger(tmp_path, _store(asset))
+
+    def later() -> None:
+        _land(tmp_path, "2026-01-01T02:00:00+00:00")
+
+    assert _boundaries(asyncio.run(_run_once(alone, reads, 1, later))) == ["02:00"]
+    assert asyncio.run(_store(asset).aget(trigger.memory_key))["boundary"] == (
+        "2026-01-01T02:00:00+00:00"
+    )
 
 
 def test_arguments_are_checked_and_serialize_round_trips() -> None:
