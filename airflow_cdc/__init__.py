@@ -13,6 +13,8 @@ __version__ = "0.1.0"
 
 def get_provider_info() -> dict[str, Any]:
     """Describe the provider to Airflow (entry point ``apache_airflow_provider``)."""
+    from airflow_cdc.settings import config_section
+
     return {
         "package-name": "airflow-cdc",
         "name": "Change Data Capture",
@@ -52,6 +54,11 @@ def get_provider_info() -> dict[str, Any]:
                     "airflow_cdc.triggers.boundary",
                 ],
             }
+        ],
+        "config": config_section(),
+        "extra-links": [
+            "airflow_cdc.links.DeltaTableLink",
+            "airflow_cdc.links.SparkMasterLink",
         ],
         "hooks": [
             {

@@ -36,6 +36,11 @@ class KafkaClusterHook(BaseHook):
         return {
             "hidden_fields": ["schema", "login", "password"],
             "relabeling": {"host": "Bootstrap servers"},
+            "placeholders": {
+                "host": "broker1:9092,broker2:9092",
+                "extra": '{"config": {"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN",'
+                ' "sasl.username": "...", "sasl.password": "..."}}',
+            },
         }
 
     def bootstrap_servers(self) -> str:

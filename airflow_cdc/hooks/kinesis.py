@@ -36,6 +36,11 @@ class KinesisStreamHook(BaseHook):
                 "login": "Access key id",
                 "password": "Secret access key",
             },
+            "placeholders": {
+                "host": "http://127.0.0.1:4567 (kinesis-local); empty for AWS",
+                "login": "empty: boto3's own credential chain",
+                "extra": '{"region_name": "eu-west-1"}',
+            },
         }
 
     def settings(self) -> dict[str, Any]:

@@ -25,7 +25,9 @@ from airflow_cdc.lineage import (
     schema_facet,
     version_facet,
 )
+from airflow_cdc.links import DeltaTableLink, SparkMasterLink
 from airflow_cdc.operators.base import SparkJobOperator
+from airflow_cdc.settings import chosen
 
 if TYPE_CHECKING:
     from openlineage.client.event_v2 import InputDataset, OutputDataset
@@ -94,6 +96,8 @@ class ApplyChangesOperator(SparkJobOperator):
         :class:`~airflow_cdc.operators.maintain.CdcMaintenanceOperator`.
     """
 
+    operator_extra_links = (SparkMasterLink(), DeltaTableLink())
+
     job = "apply_changes"
     template_fields: Sequence[str] = (
         *SparkJobOperator.template_fields,
@@ -111,7 +115,7 @@ class ApplyChangesOperator(SparkJobOperator):
         ddl: str,
         record_format: str = "dsql",
         default_schema: str = "public",
-        max_pending_age_seconds: float = 3600.0,
+        max_pending_age_seconds: float | None = None,
         max_pending_wall_seconds: float = MAX_PENDING_WALL_SECONDS,
         max_columns_per_record: int = MAX_COLUMNS_PER_RECORD,
         max_added_columns: int = MAX_ADDED_COLUMNS,
@@ -154,7 +158,7 @@ class ApplyChangesOperator(SparkJobOperator):
         self.ddl = ddl
         self.record_format = record_format
         self.default_schema = default_schema
-        self.max_pending_age_seconds = max_pending_age_seconds
+        self.max_pending_age_seconds = chosen(max_pending_age_seconds, "max_pending_age_seconds")
         self.max_pending_wall_seconds = max_pending_wall_seconds
         self.max_columns_per_record = max_columns_per_record
         self.max_added_columns = max_added_columns

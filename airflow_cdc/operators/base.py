@@ -8,10 +8,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from airflow.sdk import BaseOperator, Context
+from airflow.sdk import BaseOperator, BaseOperatorLink, Context
 
 from airflow_cdc.jobs import ensure_jars, library_archive
 from airflow_cdc.lineage import operator_lineage, spark_conf_with_parent_job
+from airflow_cdc.links import SparkMasterLink
 from airflow_cdc.submit import SubmitSpec, check_version, job_spec
 
 if TYPE_CHECKING:
@@ -38,6 +39,7 @@ class SparkJobOperator(BaseOperator):
     """
 
     job: ClassVar[str]
+    operator_extra_links: Sequence[BaseOperatorLink] = (SparkMasterLink(),)
     template_fields: Sequence[str] = ("warehouse", "batch_id", "spark_conf")
     ui_color = "#e8f4ea"
 

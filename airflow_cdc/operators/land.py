@@ -20,6 +20,7 @@ from airflow_cdc.lineage import (
     location_outputs,
 )
 from airflow_cdc.operators.base import SparkJobOperator
+from airflow_cdc.settings import chosen
 
 if TYPE_CHECKING:
     from openlineage.client.event_v2 import InputDataset, OutputDataset
@@ -58,16 +59,16 @@ class LandKinesisOperator(SparkJobOperator):
         stream: str,
         kinesis_conn_id: str = "kinesis_default",
         source: str | None = None,
-        lateness_seconds: float = 300.0,
-        max_records_per_shard: int = 1_000_000,
+        lateness_seconds: float | None = None,
+        max_records_per_shard: int | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.stream = stream
         self.kinesis_conn_id = kinesis_conn_id
         self.source = source
-        self.lateness_seconds = lateness_seconds
-        self.max_records_per_shard = max_records_per_shard
+        self.lateness_seconds = chosen(lateness_seconds, "lateness_seconds")
+        self.max_records_per_shard = int(chosen(max_records_per_shard, "max_records_per_shard"))
 
     def job_args(self, context: Context) -> list[str]:
         if self.max_records_per_shard < 1:
@@ -134,8 +135,8 @@ class LandKafkaOperator(SparkJobOperator):
         kafka_conn_id: str = "kafka_default",
         source: str | None = None,
         record_format: str | None = None,
-        lateness_seconds: float = 300.0,
-        max_records_per_partition: int = 1_000_000,
+        lateness_seconds: float | None = None,
+        max_records_per_partition: int | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -143,8 +144,10 @@ class LandKafkaOperator(SparkJobOperator):
         self.kafka_conn_id = kafka_conn_id
         self.source = source
         self.record_format = record_format
-        self.lateness_seconds = lateness_seconds
-        self.max_records_per_partition = max_records_per_partition
+        self.lateness_seconds = chosen(lateness_seconds, "lateness_seconds")
+        self.max_records_per_partition = int(
+            chosen(max_records_per_partition, "max_records_per_shard")
+        )
 
     def job_args(self, context: Context) -> list[str]:
         if not self.topics:

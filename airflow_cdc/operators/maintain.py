@@ -9,14 +9,15 @@ from airflow.sdk import Context
 
 from airflow_cdc.core.ddl import parse_tables
 from airflow_cdc.jobs import (
-    CLUSTER_ABOVE_BYTES,
     MAX_RETENTION_SECONDS,
     MIN_VACUUM_RETENTION_HOURS,
     check_source,
     table_location,
 )
 from airflow_cdc.lineage import bookkeeping_location, location_inputs, location_outputs
+from airflow_cdc.links import DeltaTableLink, SparkMasterLink
 from airflow_cdc.operators.base import SparkJobOperator
+from airflow_cdc.settings import chosen
 
 if TYPE_CHECKING:
     from openlineage.client.event_v2 import InputDataset, OutputDataset
@@ -55,6 +56,8 @@ class CdcMaintenanceOperator(SparkJobOperator):
         below it Delta's 1 GiB files leave a MERGE little to skip).
     """
 
+    operator_extra_links = (SparkMasterLink(), DeltaTableLink())
+
     job = "maintain"
     template_fields: Sequence[str] = (*SparkJobOperator.template_fields, "source", "ddl")
     ui_color = "#f4efe8"
@@ -65,24 +68,28 @@ class CdcMaintenanceOperator(SparkJobOperator):
         source: str,
         ddl: str,
         default_schema: str = "public",
-        tombstone_retention_seconds: float = 86400.0,
-        vacuum_retention_hours: float = MIN_VACUUM_RETENTION_HOURS,
-        raw_retention_seconds: float = 7 * 86400.0,
-        quarantine_retention_seconds: float = 30 * 86400.0,
-        cut_retention_seconds: float = 7 * 86400.0,
-        cluster_above_bytes: int = CLUSTER_ABOVE_BYTES,
+        tombstone_retention_seconds: float | None = None,
+        vacuum_retention_hours: float | None = None,
+        raw_retention_seconds: float | None = None,
+        quarantine_retention_seconds: float | None = None,
+        cut_retention_seconds: float | None = None,
+        cluster_above_bytes: int | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.source = source
         self.ddl = ddl
         self.default_schema = default_schema
-        self.tombstone_retention_seconds = tombstone_retention_seconds
-        self.vacuum_retention_hours = vacuum_retention_hours
-        self.raw_retention_seconds = raw_retention_seconds
-        self.quarantine_retention_seconds = quarantine_retention_seconds
-        self.cut_retention_seconds = cut_retention_seconds
-        self.cluster_above_bytes = cluster_above_bytes
+        self.tombstone_retention_seconds = chosen(
+            tombstone_retention_seconds, "tombstone_retention_seconds"
+        )
+        self.vacuum_retention_hours = chosen(vacuum_retention_hours, "vacuum_retention_hours")
+        self.raw_retention_seconds = chosen(raw_retention_seconds, "raw_retention_seconds")
+        self.quarantine_retention_seconds = chosen(
+            quarantine_retention_seconds, "quarantine_retention_seconds"
+        )
+        self.cut_retention_seconds = chosen(cut_retention_seconds, "cut_retention_seconds")
+        self.cluster_above_bytes = chosen(cluster_above_bytes, "cluster_above_bytes")
 
     def kept_locations(self) -> list[str]:
         """What the job compacts and expires: the source's tables and its bookkeeping."""

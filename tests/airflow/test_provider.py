@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import importlib
 from importlib.metadata import entry_points
+from typing import Any
 
 import airflow_cdc
 from tests.conftest import REPO
@@ -32,6 +33,11 @@ def test_provider_info_names_importable_modules() -> None:
         module, _, name = conn["hook-class-name"].rpartition(".")
         hook = getattr(importlib.import_module(module), name)
         assert hook.conn_type == conn["connection-type"]
+        form = hook.get_ui_field_behaviour()
+        assert form["placeholders"]["host"] and form["relabeling"]["host"]
+    for link in info["extra-links"]:
+        module, _, name = link.rpartition(".")
+        assert getattr(importlib.import_module(module), name)().name
 
 
 def test_example_dag_parses_without_spark_or_boto3() -> None:
@@ -81,3 +87,50 @@ def test_example_dags_declare_the_tables_their_demo_streams_write() -> None:
     for (dag_id, task_id), tables in expected.items():
         ddl = bag.dags[dag_id].get_task(task_id).ddl
         assert {(s.table.schema, s.table.name) for s in parse_tables(ddl)} == tables
+
+
+def test_extra_links_name_the_table_and_a_standalone_master(monkeypatch: Any) -> None:
+    import json
+
+    from airflow_cdc.links import DeltaTableLink, SparkMasterLink
+    from airflow_cdc.operators.apply import ApplyChangesOperator
+
+    ddl = "CREATE TABLE shop.orders (id bigint PRIMARY KEY); CREATE TABLE t (id int PRIMARY KEY)"
+    op = ApplyChangesOperator(
+        task_id="a", warehouse="s3a://lake/wh", source="s", ddl=ddl, spark_conn_id="cluster"
+    )
+    assert {type(link) for link in op.operator_extra_links} == {DeltaTableLink, SparkMasterLink}
+    assert DeltaTableLink().get_link(op, ti_key=None) == "s3://lake/wh/shop/orders"
+    cluster = {"conn_type": "spark", "host": "spark://10.0.0.5", "port": 7077}
+    monkeypatch.setenv("AIRFLOW_CONN_CLUSTER", json.dumps(cluster))
+    assert SparkMasterLink().get_link(op, ti_key=None) == "http://10.0.0.5:8080"
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_CLUSTER", json.dumps({"conn_type": "spark", "host": "local[2]"})
+    )
+    assert SparkMasterLink().get_link(op, ti_key=None) == ""
+    op.ddl = "CREATE TABLE"  # a broken DDL shows no link, not a failed task page
+    assert DeltaTableLink().get_link(op, ti_key=None) == ""
+
+
+def test_the_cdc_config_section_gives_the_operators_defaults(monkeypatch: Any) -> None:
+    from airflow_cdc.operators.land import LandKafkaOperator, LandKinesisOperator
+    from airflow_cdc.operators.maintain import CdcMaintenanceOperator
+    from airflow_cdc.settings import OPTIONS
+
+    options = airflow_cdc.get_provider_info()["config"]["cdc"]["options"]
+    assert set(options) == set(OPTIONS)
+    for name, option in options.items():
+        assert option["type"] in ("float", "integer") and option["description"]
+        assert float(option["default"]) == OPTIONS[name].default
+
+    ddl = "CREATE TABLE t (id int PRIMARY KEY)"
+    assert LandKinesisOperator(task_id="k", warehouse="/wh", stream="s").lateness_seconds == 300
+    monkeypatch.setenv("AIRFLOW__CDC__LATENESS_SECONDS", "60")
+    monkeypatch.setenv("AIRFLOW__CDC__MAX_RECORDS_PER_SHARD", "5000")
+    monkeypatch.setenv("AIRFLOW__CDC__RAW_RETENTION_SECONDS", "3600")
+    kinesis = LandKinesisOperator(task_id="k", warehouse="/wh", stream="s")
+    assert (kinesis.lateness_seconds, kinesis.max_records_per_shard) == (60, 5000)
+    kafka = LandKafkaOperator(task_id="f", warehouse="/wh", topics=["t"], lateness_seconds=5)
+    assert (kafka.lateness_seconds, kafka.max_records_per_partition) == (5, 5000)  # given wins
+    kept = CdcMaintenanceOperator(task_id="m", warehouse="/wh", source="s", ddl=ddl)
+    assert "3600.0" in kept.job_args({}) and kept.vacuum_retention_hours == 168
