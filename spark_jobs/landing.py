@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
@@ -176,9 +177,12 @@ def commit(
         lateness_us,
     )
     landed = 0
+    per_shard: dict[str, int] = {}
     if staged is not None:
         records = staged.where(F.col("kind") == RECORD)
-        landed = records.count()
+        counted = records.groupBy("shard_id").agg(F.count(F.lit(1)).alias("n")).collect()
+        per_shard = {r["shard_id"]: int(r["n"]) for r in counted}
+        landed = sum(per_shard.values())
         # One progress row per known shard, as this run leaves it: the newest run's rows are
         # the whole checkpoint (a shard read without a new marker keeps its horizon).
         checkpoint = _progress_rows(ctx, source, progress, land_seq, run)
@@ -222,15 +226,48 @@ def commit(
         },
     }
     write_text(ctx, ctx.warehouse.resolved_file(source), json.dumps(state, indent=2))
+    shards = shard_report(tasks, progress, per_shard, time.time())
+    for shard, done in shards.items():
+        log.info(
+            "shard %s: %d records landed, newest change %s (%s s behind now)%s",
+            shard,
+            done["landed"],
+            done["horizon_ts"],
+            done["behind_seconds"],
+            ", closed" if done["closed"] else "",
+        )
     return {
         "job": ctx.job,
         "source": source,
         "batch_id": ctx.batch_id,
         "landed": landed,
         "shards_read": sum(1 for t in tasks if t.shard_id in progress),
+        "shards": shards,
         "resolved_ts": _iso(resolved),
         "land_seq": land_seq,
     }
+
+
+def shard_report(
+    tasks: list[ShardTask], progress: dict[str, Checkpoint], landed: dict[str, int], now: float
+) -> dict[str, dict[str, Any]]:
+    """Per shard (or partition) read this run: the records it landed, the newest change
+    time read from it (its horizon) and how far that lies behind ``now`` (whole seconds;
+    ``None`` before any marker), and whether the shard is closed."""
+    report: dict[str, dict[str, Any]] = {}
+    for task in tasks:
+        checkpoint = progress.get(task.shard_id)
+        if checkpoint is None:
+            continue
+        horizon = checkpoint.horizon_us
+        behind = None if horizon is None else max(0, round(now - horizon / 1e6))
+        report[task.shard_id] = {
+            "landed": landed.get(task.shard_id, 0),
+            "horizon_ts": _iso(horizon),
+            "behind_seconds": behind,
+            "closed": checkpoint.closed,
+        }
+    return report
 
 
 def _append_raw(ctx: JobContext, rows: DataFrame, source: str, land_seq: int) -> None:

@@ -100,6 +100,15 @@ class SparkJobOperator(BaseOperator):
         stats["job_version"] = version
         self.run_stats = stats
         self.log.info("%s counts: %s", self.job, json.dumps(stats, sort_keys=True))
+        for shard, done in sorted((stats.get("shards") or {}).items()):
+            self.log.info(
+                "shard %s: %s records landed, newest change %s (%s s behind)%s",
+                shard,
+                done.get("landed"),
+                done.get("horizon_ts"),
+                done.get("behind_seconds"),
+                ", closed" if done.get("closed") else "",
+            )
         accounting = stats.get("accounting")
         if accounting:
             self.log.info(

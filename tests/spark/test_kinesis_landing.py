@@ -56,6 +56,20 @@ def test_resharding_loses_nothing_and_keeps_order(
     second = land(warehouse, kinesis_endpoint, "reshard", "b2")
     assert second["waves"] >= 2  # children only after their parents ended
     assert second["shards_pending"] == []
+    # Per shard: what it landed (the run's total over its shards, each as the raw table
+    # has it), and the parents closed.
+    per_shard = second["shards"]
+    assert sum(done["landed"] for done in per_shard.values()) == second["landed"]
+    assert per_shard[parent]["closed"] and per_shard[second_parent]["closed"]
+    by_shard = {
+        r["shard_id"]: r["count"]
+        for r in raw_records(spark, warehouse)
+        .where("batch_id = 'b2'")
+        .groupBy("shard_id")
+        .count()
+        .collect()
+    }
+    assert {s: d["landed"] for s, d in per_shard.items() if d["landed"]} == by_shard
 
     records = raw_records(spark, warehouse)
     assert records.count() == len(stream.deliveries)
