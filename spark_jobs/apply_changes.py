@@ -234,9 +234,11 @@ def apply_tables(
         if counts.get(QUARANTINED):
             rows = statuses.where(refused).select("record_id", "batch_id", "reason", "detail")
             outcomes.quarantine(with_payloads(rows, payloads))
+        # Records, as the ledger counts them (a change of several fragments is several).
+        records = F.sum(F.size("_cdc_members")).alias("n")
         reasons = {
             r["_err_reason"]: int(r["n"])
-            for r in failed.groupBy("_err_reason").agg(F.count(F.lit(1)).alias("n")).collect()
+            for r in failed.groupBy("_err_reason").agg(records).collect()
         }
         if counts.get(QUARANTINED):
             reasons[BELOW_PUBLISHED_CUT] = counts[QUARANTINED]

@@ -158,6 +158,18 @@ def run_and_check(
                 stored[name] = Decimal(str(stored[name]))
         assert stored == columns, what
     assert accounting["quarantined"] == len(quarantined)
+    # Each table's quarantined records by reason, as the ledger counts them (records), are
+    # among the batch's quarantined records with those reasons.
+    ledger_reasons: dict[str, int] = {}
+    for entry in quarantined.values():
+        ledger_reasons[entry["reason"]] = ledger_reasons.get(entry["reason"], 0) + 1
+    table_reasons: dict[str, int] = {}
+    for counts in stats["tables"].values():
+        by_reason = counts.get("quarantined_by_reason", {})
+        assert counts.get("quarantined", 0) == sum(by_reason.values())
+        for reason, n in by_reason.items():
+            table_reasons[reason] = table_reasons.get(reason, 0) + n
+    assert all(n <= ledger_reasons.get(r, 0) for r, n in table_reasons.items()), table_reasons
 
     # The same batch again: nothing left to do, nothing changes.
     before = snapshot(spark, warehouse)
