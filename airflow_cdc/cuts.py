@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_cdc.core.exceptions import ResolvedTimestampUnavailable
-from airflow_cdc.jobs import check_source, published_cut_path
+from airflow_cdc.jobs import bookkeeping_location, check_source, published_cut_path
 
 TIME_TRAVEL_CHECK = (
     "spark.databricks.delta.vacuum.enforceTimeTravelWithinDeletedFileRetentionDuration"
@@ -107,7 +107,7 @@ def read_cut(spark: Any, warehouse: str, source: str, at: Any = None) -> dict[st
     from pyspark.sql import functions as F
 
     check_source(source)
-    cuts = spark.read.format("delta").load(f"{warehouse.rstrip('/')}/_cdc/cuts")
+    cuts = spark.read.format("delta").load(bookkeeping_location(warehouse, "cuts"))
     chosen = cuts.where(F.col("source") == source)
     when = _time(at)
     if when is not None:

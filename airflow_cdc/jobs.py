@@ -30,6 +30,13 @@ JOBS = ("land_kinesis", "land_kafka", "land_files", "apply_changes", "maintain")
 # Delta's floor for VACUUM (``delta.deletedFileRetentionDuration``'s default): a shorter
 # retention could delete files that a running reader or writer still needs.
 MIN_VACUUM_RETENTION_HOURS = 168.0
+# The warehouse directory of the jobs' bookkeeping (no declared schema may be named so).
+BOOKKEEPING = "_cdc"
+# Maintenance's retentions by default (spark_jobs.maintain, airflow_cdc.settings).
+TOMBSTONE_RETENTION_SECONDS = 86400.0
+RAW_RETENTION_SECONDS = 7 * 86400.0
+QUARANTINE_RETENTION_SECONDS = 30 * 86400.0
+CUT_RETENTION_SECONDS = 7 * 86400.0
 # A target table this large is clustered by its primary key (see spark_jobs.maintain.cluster).
 # Delta's OPTIMIZE writes files of up to 1 GiB, so a smaller table is one or two files, and
 # clustering leaves its MERGE nothing more to skip: at 1,000,000 rows (40 MB) the same 20,000
@@ -62,15 +69,21 @@ def table_location(warehouse: str, table: TableRef) -> str:
     return "/".join([warehouse.rstrip("/"), table.schema, table.name])
 
 
+def bookkeeping_location(warehouse: str, *parts: str) -> str:
+    """Where the jobs keep their bookkeeping (tables ``raw``, ``ledger``..., state files):
+    ``<warehouse>/_cdc/<parts>``."""
+    return "/".join([warehouse.rstrip("/"), BOOKKEEPING, *parts])
+
+
 def resolved_state_path(warehouse: str, source: str) -> str:
     """Where the landing job records the resolved timestamp of ``source`` (JSON)."""
-    return f"{warehouse.rstrip('/')}/_cdc/resolved/{source}.json"
+    return bookkeeping_location(warehouse, "resolved", f"{source}.json")
 
 
 def published_cut_path(warehouse: str, source: str) -> str:
     """Where the apply job points at the newest cut it published for ``source`` (JSON: the
     cut, the interval, and each table's location and Delta version)."""
-    return f"{warehouse.rstrip('/')}/_cdc/cut/{source}.json"
+    return bookkeeping_location(warehouse, "cut", f"{source}.json")
 
 
 def cache_dir() -> Path:

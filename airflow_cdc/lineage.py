@@ -60,11 +60,6 @@ def location_name(path: str) -> tuple[str, str]:
     return namespace, uri.path or "/"
 
 
-def bookkeeping_location(warehouse: str, table: str) -> str:
-    """Where the jobs keep a bookkeeping table (``raw``, ``ledger``...): ``<warehouse>/_cdc/``."""
-    return f"{warehouse.rstrip('/')}/_cdc/{table}"
-
-
 def files_location(path: str) -> str:
     """The location a landing from files reads: ``path``, or for a glob the directory above
     its first wildcard (OpenLineage names a file dataset by its directory)."""

@@ -9,7 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from airflow_cdc.jobs import CLUSTER_ABOVE_BYTES, MIN_VACUUM_RETENTION_HOURS
+from airflow_cdc.jobs import (
+    CLUSTER_ABOVE_BYTES,
+    CUT_RETENTION_SECONDS,
+    MIN_VACUUM_RETENTION_HOURS,
+    QUARANTINE_RETENTION_SECONDS,
+    RAW_RETENTION_SECONDS,
+    TOMBSTONE_RETENTION_SECONDS,
+)
 
 SECTION = "cdc"
 
@@ -21,7 +28,6 @@ class Option:
     description: str
 
 
-DAY = 86400.0
 OPTIONS = {
     "lateness_seconds": Option(
         "float",
@@ -42,7 +48,7 @@ OPTIONS = {
     ),
     "tombstone_retention_seconds": Option(
         "float",
-        DAY,
+        TOMBSTONE_RETENTION_SECONDS,
         "How long past the resolved timestamp maintenance keeps the tombstones of deleted"
         " rows, in seconds (>= 0).",
     ),
@@ -54,16 +60,18 @@ OPTIONS = {
     ),
     "raw_retention_seconds": Option(
         "float",
-        7 * DAY,
+        RAW_RETENTION_SECONDS,
         "A landed record whose outcome has been final this long leaves the raw table, the"
         " quarantine and the ledger, in seconds (>= 0).",
     ),
     "quarantine_retention_seconds": Option(
-        "float", 30 * DAY, "A quarantined record never replayed is kept this long, in seconds."
+        "float",
+        QUARANTINE_RETENTION_SECONDS,
+        "A quarantined record never replayed is kept this long, in seconds.",
     ),
     "cut_retention_seconds": Option(
         "float",
-        7 * DAY,
+        CUT_RETENTION_SECONDS,
         "Every table version a consistent cut published this recently stays readable, in seconds.",
     ),
     "cluster_above_bytes": Option(

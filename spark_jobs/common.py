@@ -32,7 +32,12 @@ from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
 
 from airflow_cdc.core.events import TableRef
-from airflow_cdc.jobs import check_source, resolved_state_path, table_location
+from airflow_cdc.jobs import (
+    bookkeeping_location,
+    check_source,
+    resolved_state_path,
+    table_location,
+)
 from spark_jobs.schemas import struct
 from spark_jobs.session import COMMIT_METADATA_CONF, get_session, set_commit_metadata
 
@@ -79,40 +84,40 @@ class Warehouse:
     @property
     def raw(self) -> str:
         """Landed records and shard checkpoints, partitioned by source and batch."""
-        return self.path("_cdc", "raw")
+        return bookkeeping_location(self.root, "raw")
 
     @property
     def pending(self) -> str:
         """Open fragment sets, partitioned by source: the only state carried across batches."""
-        return self.path("_cdc", "pending")
+        return bookkeeping_location(self.root, "pending")
 
     @property
     def held(self) -> str:
         """Changes committed at or after a run's cut, partitioned by source: open state."""
-        return self.path("_cdc", "held")
+        return bookkeeping_location(self.root, "held")
 
     @property
     def transactions(self) -> str:
         """The END events of transactions not yet applied whole, partitioned by source: open
         state (Debezium transaction metadata, :mod:`spark_jobs.transactions`)."""
-        return self.path("_cdc", "transactions")
+        return bookkeeping_location(self.root, "transactions")
 
     @property
     def cuts(self) -> str:
         """The published cuts, partitioned by source: one row per cut."""
-        return self.path("_cdc", "cuts")
+        return bookkeeping_location(self.root, "cuts")
 
     @property
     def ledger(self) -> str:
-        return self.path("_cdc", "ledger")
+        return bookkeeping_location(self.root, "ledger")
 
     @property
     def quarantine(self) -> str:
-        return self.path("_cdc", "quarantine")
+        return bookkeeping_location(self.root, "quarantine")
 
     def staging(self, source: str, run: str | None = None) -> str:
         """Scratch space of a landing run; ``run=None`` is the source's whole staging area."""
-        return self.path("_cdc", "_staging", source, *([run] if run else []))
+        return bookkeeping_location(self.root, "_staging", source, *([run] if run else []))
 
     def target(self, table: TableRef) -> str:
         return table_location(self.root, table)

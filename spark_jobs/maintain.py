@@ -71,8 +71,12 @@ from airflow_cdc.core.exceptions import ResolvedTimestampUnavailable
 from airflow_cdc.core.resolved_state import parse_state
 from airflow_cdc.jobs import (
     CLUSTER_ABOVE_BYTES,
+    CUT_RETENTION_SECONDS,
     MAX_RETENTION_SECONDS,
     MIN_VACUUM_RETENTION_HOURS,
+    QUARANTINE_RETENTION_SECONDS,
+    RAW_RETENTION_SECONDS,
+    TOMBSTONE_RETENTION_SECONDS,
 )
 from spark_jobs import history, ledger
 from spark_jobs.common import (
@@ -97,9 +101,6 @@ from spark_jobs.reassemble import OPEN
 
 JOB_NAME = "maintain"
 JOB_VERSION = "1.4.0"
-RAW_RETENTION_SECONDS = 7 * 86400.0
-CUT_RETENTION_SECONDS = 7 * 86400.0
-QUARANTINE_RETENTION_SECONDS = 30 * 86400.0
 # Delta clusters by at most four columns.
 MAX_CLUSTERING_COLUMNS = 4
 
@@ -501,7 +502,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument(
         "--tombstone-retention-seconds",
         type=at_least(0.0, "seconds", MAX_RETENTION_SECONDS),
-        default=86400.0,
+        default=TOMBSTONE_RETENTION_SECONDS,
         help="how long past the resolved timestamp tombstones are kept",
     )
     parser.add_argument(

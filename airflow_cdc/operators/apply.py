@@ -15,9 +15,13 @@ from airflow_cdc.core.ddl import history_ref, history_tables, parse_tables
 from airflow_cdc.core.exceptions import DdlError
 from airflow_cdc.core.formats import parser_for
 from airflow_cdc.core.formats.common import MAX_FRAGMENTS, MAX_NUMBER_LENGTH, RecordLimits
-from airflow_cdc.jobs import MAX_PENDING_WALL_SECONDS, check_source, table_location
-from airflow_cdc.lineage import (
+from airflow_cdc.jobs import (
+    MAX_PENDING_WALL_SECONDS,
     bookkeeping_location,
+    check_source,
+    table_location,
+)
+from airflow_cdc.lineage import (
     location_inputs,
     location_name,
     location_outputs,

@@ -9,9 +9,8 @@ from airflow.sdk import Context
 
 from airflow_cdc.hooks.kafka import KafkaClusterHook
 from airflow_cdc.hooks.kinesis import KinesisStreamHook
-from airflow_cdc.jobs import check_source
+from airflow_cdc.jobs import bookkeeping_location, check_source
 from airflow_cdc.lineage import (
-    bookkeeping_location,
     files_location,
     input_dataset,
     kafka_namespace,

@@ -11,10 +11,11 @@ from airflow_cdc.core.ddl import parse_tables
 from airflow_cdc.jobs import (
     MAX_RETENTION_SECONDS,
     MIN_VACUUM_RETENTION_HOURS,
+    bookkeeping_location,
     check_source,
     table_location,
 )
-from airflow_cdc.lineage import bookkeeping_location, location_inputs, location_outputs
+from airflow_cdc.lineage import location_inputs, location_outputs
 from airflow_cdc.links import DeltaTableLink, SparkMasterLink
 from airflow_cdc.operators.base import SparkJobOperator
 from airflow_cdc.settings import chosen

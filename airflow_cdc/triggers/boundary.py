@@ -31,7 +31,12 @@ from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 from airflow_cdc.core.exceptions import ResolvedTimestampUnavailable
 from airflow_cdc.core.resolved_state import read_state
 from airflow_cdc.cuts import PublishedCut, read_published
-from airflow_cdc.jobs import check_source, published_cut_path, resolved_state_path
+from airflow_cdc.jobs import (
+    bookkeeping_location,
+    check_source,
+    published_cut_path,
+    resolved_state_path,
+)
 
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 HOUR_SECONDS = 3600
@@ -92,7 +97,7 @@ def boundary_memory_path(warehouse: str, source: str, mode: str, interval: int) 
     """The file in which a trigger without an asset state store remembers the newest boundary
     it fired for (JSON), beside the resolved state: one per source, mode (``resolved`` or
     ``cut``) and interval."""
-    return f"{warehouse.rstrip('/')}/_cdc/boundary/{source}.{mode}.{interval}s.json"
+    return bookkeeping_location(warehouse, "boundary", f"{source}.{mode}.{interval}s.json")
 
 
 def _utc(value: str | dt.datetime, name: str) -> dt.datetime:
