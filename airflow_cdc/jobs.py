@@ -53,6 +53,8 @@ _REPO_ROOT = _PACKAGE_ROOT.parent
 _SHIPPED = ("airflow_cdc/__init__.py", "airflow_cdc/jobs.py", "airflow_cdc/core", "spark_jobs")
 
 
+# A Spark catalog's name as its conf names it (``spark.sql.catalog.<name>``): no dots.
+CATALOG_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_\-]{0,127}")
 # A source names a partition and a file under the warehouse: a plain name, never a path.
 SOURCE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}")
 

@@ -10,7 +10,8 @@ what an earlier run of the batch finished), the source's open state, and each ta
 where the batch's keys can be. Crash safety: the targets commit first (MERGE only moves a row
 forward, and a re-run counts the change that produced a row as applied), then the quarantine,
 the ledger and the open state; a re-run after a crash between any two repeats what is missing
-and nothing else.
+and nothing else. With ``--catalog`` the run ends by registering each table by name in the
+session's catalog (:mod:`spark_jobs.catalog`), which a re-run repeats.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from airflow_cdc.core.formats.common import (
     RecordLimits,
 )
 from airflow_cdc.jobs import MAX_PENDING_WALL_SECONDS
-from spark_jobs import apply, history, ledger, reassemble, resolve, transactions
+from spark_jobs import apply, catalog, history, ledger, reassemble, resolve, transactions
 from spark_jobs import cut as cutting
 from spark_jobs.apply import BELOW_PUBLISHED_CUT
 from spark_jobs.common import (
@@ -61,7 +62,7 @@ log = logging.getLogger("airflow_cdc.jobs")
 JOB_NAME = "apply_changes"
 # Formats whose every change names its schema: an empty schema names no declared table.
 NAMES_SCHEMAS = ("dsql",)
-JOB_VERSION = "2.6.0"
+JOB_VERSION = "2.7.0"
 
 
 @dataclass(frozen=True)
@@ -513,8 +514,7 @@ def replay_quarantine(ctx: JobContext, args: Any, specs: list[TableSpec]) -> dic
     replay: dict[str, Any] = {"reasons": reasons, "batches": batches, "records": 0, "kept": 0}
     stats["replay"] = replay
     if records is None or records.isEmpty():
-        write_stats(args.stats_file, stats)
-        return stats
+        return finish(ctx, args, specs, stats)
     outcomes = Outcomes(source, JOB_NAME, ctx.run_id)
     record_limits = RecordLimits(args.max_fragments_per_image, args.max_number_length)
     parsed = parse_records(records, args.format, record_limits)
@@ -537,8 +537,36 @@ def replay_quarantine(ctx: JobContext, args: Any, specs: list[TableSpec]) -> dic
     stats["accounting"] = ledger.accounting_of(
         ctx.spark, records, ctx.warehouse.ledger, source, batches
     )
+    return finish(ctx, args, specs, stats)
+
+
+def check_before_work(ctx: JobContext, args: Any) -> None:
+    """Fail before any work on a history name the DDL does not declare, a warehouse of jobs
+    1.x, or a catalog that would not keep the tables' names."""
+    histories_of(args)
+    check_layout(ctx)
+    if args.catalog:
+        catalog.check_catalog(ctx.spark, args.catalog)
+
+
+def finish(
+    ctx: JobContext, args: Any, specs: list[TableSpec], stats: dict[str, Any]
+) -> dict[str, Any]:
+    """Register the tables by name (with ``--catalog``), then write the run's stats."""
+    if args.catalog:
+        stats["catalog"] = register_targets(ctx, args, specs)
     write_stats(args.stats_file, stats)
     return stats
+
+
+def register_targets(ctx: JobContext, args: Any, specs: list[TableSpec]) -> dict[str, Any]:
+    """Register every table of the source (each declared table, each history table) by name
+    in ``--catalog``, after the run's commits: outside the run's crash protocol, a re-run
+    repeats it (:mod:`spark_jobs.catalog`)."""
+    kept = history_tables(args.history, specs, args.default_schema)
+    tables = [*(s.table for s in specs), *(history.of(s).table for s in kept)]
+    locations = {table: ctx.warehouse.target(table) for table in tables}
+    return catalog.register_tables(ctx.spark, args.catalog, locations)
 
 
 def histories_of(args: Any) -> frozenset[TableRef]:
@@ -550,8 +578,7 @@ def histories_of(args: Any) -> frozenset[TableRef]:
 def run(ctx: JobContext, args: Any) -> dict[str, Any]:
     source = args.source
     specs = parse_tables(args.ddl, args.default_schema)
-    histories_of(args)  # a name the DDL does not declare fails before any work
-    check_layout(ctx)
+    check_before_work(ctx, args)
     if args.replay:
         return replay_quarantine(ctx, args, specs)
     outcomes = Outcomes(source, JOB_NAME, ctx.run_id)
@@ -635,8 +662,7 @@ def run(ctx: JobContext, args: Any) -> dict[str, Any]:
     stats["accounting"] = ledger.accounting(
         ctx.spark, batch_records(ctx, source), ctx.warehouse.ledger, source, ctx.batch_id
     )
-    write_stats(args.stats_file, stats)
-    return stats
+    return finish(ctx, args, specs, stats)
 
 
 def _names(text: str) -> list[str]:
@@ -721,6 +747,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         help="comma-separated declared tables (schema.table, or table in the default schema;"
         " * for all) that also keep a history table (SCD type 2) at <schema>/<table>__history:"
         " every version of each row, open from its change's commit time until the next",
+    )
+    parser.add_argument(
+        "--catalog",
+        type=catalog.catalog_name,
+        help="register each table (and history table) by name in this catalog of the Spark"
+        " session, as an external Delta table <catalog>.<schema>.<table> at its location:"
+        " spark_catalog (a Hive metastore when the session has one) or a catalog configured as"
+        " spark.sql.catalog.<name>; a name that exists elsewhere is reported and left alone",
     )
     parser.add_argument(
         "--replay",

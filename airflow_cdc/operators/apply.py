@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -16,6 +17,7 @@ from airflow_cdc.core.exceptions import DdlError
 from airflow_cdc.core.formats import parser_for
 from airflow_cdc.core.formats.common import MAX_FRAGMENTS, MAX_NUMBER_LENGTH, RecordLimits
 from airflow_cdc.jobs import (
+    CATALOG_NAME,
     MAX_PENDING_WALL_SECONDS,
     bookkeeping_location,
     check_source,
@@ -91,6 +93,14 @@ class ApplyChangesOperator(SparkJobOperator):
         ``history`` to the replay of the source's quarantine (:class:`ReplayQuarantineOperator`)
         so that replayed changes enter it too. Turned on for a table with rows, it starts from
         the next change: nothing before is backfilled.
+    :param catalog: Register each table (and history table) by name in this catalog of the
+        job's Spark session, as an external Delta table ``<catalog>.<schema>.<table>`` at its
+        location, so that queries say ``FROM public.orders``: ``spark_catalog`` (the session
+        catalog, which must be a Hive metastore: ``spark.sql.catalogImplementation=hive`` and
+        its settings in ``spark_conf``) or a catalog configured as ``spark.sql.catalog.<name>``.
+        Each run registers the tables not registered yet, after its commits; a name that
+        already exists elsewhere is reported in the run's stats and left alone, and a catalog
+        error never fails the run. Off (``None``) by default.
     :param partitioned_events: Partition each table's asset event by the data interval (its
         start, ``%Y-%m-%dT%H:%M:%S`` UTC), for downstream DAGs with a partitioned asset
         timetable. Airflow queues no other DAG on a partitioned event, so off by default.
@@ -110,6 +120,7 @@ class ApplyChangesOperator(SparkJobOperator):
         "record_format",
         "cut_at",
         "interval_start",
+        "catalog",
     )
 
     def __init__(
@@ -131,6 +142,7 @@ class ApplyChangesOperator(SparkJobOperator):
         interval_start: str = "{{ data_interval_start | ts }}",
         transactions: bool = False,
         history: bool | str | Sequence[str] = False,
+        catalog: str | None = None,
         partitioned_events: bool = False,
         tombstone_retention_seconds: float | None = None,
         **kwargs: Any,
@@ -174,11 +186,14 @@ class ApplyChangesOperator(SparkJobOperator):
         self.interval_start = interval_start
         self.transactions = transactions
         self.history = history
+        self.catalog = catalog
 
     def execute(self, context: Context) -> dict[str, Any]:
         stats = super().execute(context)
         for line in table_lines(stats):
             self.log.info("%s", line)
+        for level, line in registration_lines(stats):
+            self.log.log(level, "%s", line)
         events = context.get("outlet_events")
         start = context.get("data_interval_start")
         if events is None:
@@ -255,6 +270,13 @@ class ApplyChangesOperator(SparkJobOperator):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
         RecordLimits(self.max_fragments_per_image, self.max_number_length)  # and in range
+        if self.catalog is not None and (
+            not isinstance(self.catalog, str) or not CATALOG_NAME.fullmatch(self.catalog)
+        ):
+            raise ValueError(
+                f"catalog must be a catalog name ({CATALOG_NAME.pattern}) or None,"
+                f" got {self.catalog!r}"
+            )
         cut: list[str] = []
         if self.transactions and not self.consistent_cut:
             raise ValueError("transactions=True needs consistent_cut=True: the cut waits for them")
@@ -281,6 +303,7 @@ class ApplyChangesOperator(SparkJobOperator):
             *(["--column-mapping"] if self.column_mapping else []),
             *cut,
             *(["--history", ",".join(s.table.qualified for s in kept)] if kept else []),
+            *(["--catalog", self.catalog] if self.catalog is not None else []),
         ]
 
 
@@ -357,4 +380,23 @@ def table_lines(stats: dict[str, Any]) -> list[str]:
             + (f" ({why})" if why else "")
             + (f"; version {counts['version']}" if counts.get("version") is not None else "")
         )
+    return lines
+
+
+def registration_lines(stats: dict[str, Any]) -> list[tuple[int, str]]:
+    """(log level, line) for each table an apply run registered by name, or could not."""
+    lines = []
+    for table, entry in sorted((stats.get("catalog") or {}).items()):
+        outcome, name = entry.get("outcome"), entry.get("name")
+        if outcome == "registered":
+            lines.append((logging.INFO, f"{table}: registered as {name}"))
+        elif outcome == "name_taken":
+            where = entry.get("location") or "a view"
+            lines.append(
+                (logging.WARNING, f"{table}: not registered, {name} already names {where}")
+            )
+        elif outcome == "failed":
+            lines.append(
+                (logging.WARNING, f"{table}: not registered as {name}: {entry.get('error')}")
+            )
     return lines
