@@ -30,6 +30,9 @@ JOBS = ("land_kinesis", "land_kafka", "land_files", "apply_changes", "maintain")
 # Delta's floor for VACUUM (``delta.deletedFileRetentionDuration``'s default): a shorter
 # retention could delete files that a running reader or writer still needs.
 MIN_VACUUM_RETENTION_HOURS = 168.0
+# Kafka client settings (security protocol, SASL...) reach a landing job's driver in this
+# environment variable, never on a command line; the job's readers carry them to executors.
+KAFKA_CONFIG_ENV = "AIRFLOW_CDC_KAFKA_CONFIG"
 # The warehouse directory of the jobs' bookkeeping (no declared schema may be named so).
 BOOKKEEPING = "_cdc"
 # Maintenance's retentions by default (spark_jobs.maintain, airflow_cdc.settings).

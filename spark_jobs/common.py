@@ -232,15 +232,16 @@ def start(job: str, version: str, args: argparse.Namespace) -> JobContext:
 
 
 def write_stats(path: str | None, stats: dict[str, Any]) -> None:
-    """Print the run's counts and write them where the operator picks them up for XCom."""
+    """Print the run's counts and write them where the operator picks them up for XCom: a
+    file in the warehouse (any Hadoop file system), so that it reaches the operator however
+    far the driver runs from it."""
     text = json.dumps(stats, sort_keys=True, default=str)
     print(f"airflow-cdc stats: {text}")
     if path:
-        target = Path(path)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        partial = target.with_suffix(".tmp")
-        partial.write_text(text, encoding="utf-8")
-        partial.replace(target)
+        spark = SparkSession.getActiveSession()
+        if spark is None:
+            raise RuntimeError("the job's counts are written through its Spark session")
+        _write_text(spark, path, text)
 
 
 class SimulatedCrash(BaseException):
@@ -327,17 +328,25 @@ def committed_version(spark: SparkSession, path: str, operation: str) -> int | N
 
 def hadoop_path(ctx: JobContext, path: str) -> Any:
     """``path`` as a Hadoop path, and the file system it is on."""
-    jvm = ctx.spark.sparkContext._jvm
+    return _hadoop_path(ctx.spark, path)
+
+
+def _hadoop_path(spark: SparkSession, path: str) -> Any:
+    jvm = spark.sparkContext._jvm
     assert jvm is not None
     hpath = jvm.org.apache.hadoop.fs.Path(path)
-    conf = ctx.spark.sparkContext._jsc.hadoopConfiguration()
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
     return hpath, hpath.getFileSystem(conf)
 
 
 def write_text(ctx: JobContext, path: str, text: str) -> None:
     """Write a small file atomically (aside, then rename) on any Hadoop file system."""
-    target, fs = hadoop_path(ctx, path)
-    partial, _ = hadoop_path(ctx, f"{path}.{uuid.uuid4().hex}.tmp")
+    _write_text(ctx.spark, path, text)
+
+
+def _write_text(spark: SparkSession, path: str, text: str) -> None:
+    target, fs = _hadoop_path(spark, path)
+    partial, _ = _hadoop_path(spark, f"{path}.{uuid.uuid4().hex}.tmp")
     stream = fs.create(partial, True)
     stream.write(bytearray(text.encode("utf-8")))
     stream.close()

@@ -11,6 +11,11 @@ partition's horizon is the newest marker landed from it, and the resolved timest
 minimum over partitions ("the resolved timestamp being the minimum over partitions"). For
 other formats a partition read to its watermark has the run's start time as horizon, minus
 ``--lateness-seconds``.
+
+Client settings (``security.protocol``, SASL credentials...) reach the driver in its
+environment (``AIRFLOW_CDC_KAFKA_CONFIG``, never a command line); the partition readers carry
+them to the executors inside the job's tasks, so they work on a cluster whose executors share
+nothing with the driver.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from typing import Any
 from airflow_cdc.core.events import Message
 from airflow_cdc.core.formats import IN_BAND_RESOLVED, resolved_marker
 from airflow_cdc.core.ordering import pad_decimal
+from airflow_cdc.jobs import KAFKA_CONFIG_ENV
 from spark_jobs.common import base_parser, log, start, write_stats
 from spark_jobs.landing import (
     ShardTask,
@@ -38,15 +44,24 @@ from spark_jobs.landing import (
 )
 
 JOB_NAME = "land_kafka"
-JOB_VERSION = "1.0.1"
+JOB_VERSION = "1.1.0"
 OFFSET_WIDTH = 20
 
 
-def consumer(bootstrap: str) -> Any:
-    """A consumer without group offsets; client settings from ``AIRFLOW_CDC_KAFKA_CONFIG``."""
+def client_config() -> dict[str, Any]:
+    """The client settings (security protocol, SASL...) the task gave the driver in its
+    environment (``AIRFLOW_CDC_KAFKA_CONFIG``). The readers carry them to the executors inside
+    the job's tasks: an executor's environment is not the driver's."""
+    config = json.loads(os.environ.get(KAFKA_CONFIG_ENV) or "{}")
+    if not isinstance(config, dict):
+        raise ValueError(f"{KAFKA_CONFIG_ENV} must hold a JSON object of client settings")
+    return config
+
+
+def consumer(bootstrap: str, config: dict[str, Any]) -> Any:
+    """A consumer without group offsets, with the client settings ``config``."""
     from confluent_kafka import Consumer
 
-    extra = json.loads(os.environ.get("AIRFLOW_CDC_KAFKA_CONFIG") or "{}")
     return Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -54,7 +69,7 @@ def consumer(bootstrap: str) -> Any:
             "enable.auto.commit": False,
             "enable.partition.eof": True,
             "auto.offset.reset": "earliest",
-            **extra,
+            **config,
         }
     )
 
@@ -68,11 +83,14 @@ class KafkaPartitionReader:
 
     :param watermarks: (low, high) offsets per shard id, taken when the run started.
     :param max_records: Upper bound on records read from one partition in one run.
+    :param config: Client settings (:func:`client_config`); they may hold secrets, so the
+        reader never prints them.
     """
 
     def __init__(
         self,
         bootstrap: str,
+        config: dict[str, Any],
         source: str,
         watermarks: dict[str, tuple[int, int]],
         planned_at: dt.datetime,
@@ -81,6 +99,7 @@ class KafkaPartitionReader:
         timeout: float = 60.0,
     ) -> None:
         self.bootstrap = bootstrap
+        self._config = dict(config)
         self.source = source
         self.watermarks = watermarks
         self.planned_at = planned_at
@@ -101,7 +120,7 @@ class KafkaPartitionReader:
         stop = min(high, first + self.max_records)
         caught_up = first >= high
         if first < stop:
-            client = consumer(self.bootstrap)
+            client = consumer(self.bootstrap, self._config)
             try:
                 client.assign([TopicPartition(topic, int(number), first)])
                 deadline = time.monotonic() + self.timeout
@@ -175,11 +194,11 @@ class KafkaPartitionReader:
         return row, found
 
 
-def plan(bootstrap: str, topics: list[str]) -> dict[str, tuple[int, int]]:
+def plan(bootstrap: str, config: dict[str, Any], topics: list[str]) -> dict[str, tuple[int, int]]:
     """(low, high) watermark offsets of every partition of ``topics``."""
     from confluent_kafka import TopicPartition
 
-    client = consumer(bootstrap)
+    client = consumer(bootstrap, config)
     try:
         metadata = client.list_topics(timeout=30)
         marks: dict[str, tuple[int, int]] = {}
@@ -210,13 +229,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ctx = start(JOB_NAME, JOB_VERSION, args)
     checkpoints, land_seq = load_checkpoints(ctx, source)
     planned_at = dt.datetime.now(dt.UTC)
-    watermarks = plan(args.bootstrap_servers, args.topic)
+    config = client_config()
+    watermarks = plan(args.bootstrap_servers, config, args.topic)
     tasks = [
         ShardTask(s, checkpoints[s].sequence_number if s in checkpoints else None, reopen=True)
         for s in watermarks
     ]
     reader = KafkaPartitionReader(
         args.bootstrap_servers,
+        config,
         source,
         watermarks,
         planned_at,

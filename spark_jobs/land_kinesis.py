@@ -2,8 +2,10 @@
 
 Each open shard is read from its checkpoint to the tip in its own Spark task with boto3;
 closed parent shards are read to their end before their children start (resharding).
-Credentials come from the environment (``AWS_ACCESS_KEY_ID``... or any boto3 source), never
-from the command line.
+Credentials: the driver takes them from its environment (``AWS_ACCESS_KEY_ID``,
+``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``) or any other source of boto3's chain, never
+from the command line, and the shard readers carry them to the executors inside the job's
+tasks: on a cluster an executor's environment is not the driver's.
 """
 
 from __future__ import annotations
@@ -25,7 +27,49 @@ from spark_jobs.landing import (
 )
 
 JOB_NAME = "land_kinesis"
-JOB_VERSION = "1.0.1"
+JOB_VERSION = "1.1.0"
+
+
+class Credentials:
+    """AWS credentials resolved on the driver, for clients on the executors. They never
+    print: not in a log line, an exception or a task's description."""
+
+    __slots__ = ("_access_key", "_secret_key", "_token")
+
+    def __init__(self, access_key: str, secret_key: str, token: str | None) -> None:
+        self._access_key = access_key
+        self._secret_key = secret_key
+        self._token = token
+
+    def __repr__(self) -> str:
+        return "Credentials(<hidden>)"
+
+    def __getstate__(self) -> tuple[str, str, str | None]:
+        return self._access_key, self._secret_key, self._token
+
+    def __setstate__(self, state: tuple[str, str, str | None]) -> None:
+        self._access_key, self._secret_key, self._token = state
+
+    @classmethod
+    def of_driver(cls) -> Credentials | None:
+        """What boto3's credential chain finds here (``None``: nothing, let each client
+        look for itself, as on an instance with a role)."""
+        import boto3
+
+        found = boto3.Session().get_credentials()
+        if found is None:
+            return None
+        frozen = found.get_frozen_credentials()
+        if not frozen.access_key or not frozen.secret_key:
+            return None
+        return cls(frozen.access_key, frozen.secret_key, frozen.token)
+
+    def client_arguments(self) -> dict[str, Any]:
+        return {
+            "aws_access_key_id": self._access_key,
+            "aws_secret_access_key": self._secret_key,
+            "aws_session_token": self._token,
+        }
 
 
 class KinesisShardReader:
@@ -33,6 +77,8 @@ class KinesisShardReader:
 
     :param max_records: Upper bound on records read from one shard in one run.
     :param page_size: Records per GetRecords call. Must be between 1 and 10,000.
+    :param credentials: The driver's credentials, for the executors' clients (``None``: each
+        client's own credential chain).
     """
 
     def __init__(
@@ -42,6 +88,7 @@ class KinesisShardReader:
         region: str,
         max_records: int,
         page_size: int = 1000,
+        credentials: Credentials | None = None,
     ) -> None:
         if not 1 <= page_size <= 10_000:
             raise ValueError(f"page_size must be between 1 and 10,000, got {page_size!r}")
@@ -50,16 +97,19 @@ class KinesisShardReader:
         self.region = region
         self.max_records = max_records
         self.page_size = page_size
+        self.credentials = credentials
 
     def client(self) -> Any:
         import boto3
         from botocore.config import Config
 
+        given = self.credentials.client_arguments() if self.credentials else {}
         return boto3.client(
             "kinesis",
             endpoint_url=self.endpoint_url,
             region_name=self.region,
             config=Config(retries={"max_attempts": 10, "mode": "adaptive"}),
+            **given,
         )
 
     def __call__(self, task: ShardTask) -> Iterator[tuple[Any, ...]]:
@@ -159,7 +209,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ctx = start(JOB_NAME, JOB_VERSION, args)
     source = args.source or args.stream
     reader = KinesisShardReader(
-        args.stream, args.endpoint_url, args.region, args.max_records_per_shard
+        args.stream,
+        args.endpoint_url,
+        args.region,
+        args.max_records_per_shard,
+        credentials=Credentials.of_driver(),
     )
     checkpoints, land_seq = load_checkpoints(ctx, source)
     tasks = shard_tasks(list_shards(reader.client(), args.stream), checkpoints)

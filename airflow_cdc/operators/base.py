@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-import tempfile
+import os
+import uuid
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from airflow.sdk import BaseOperator, BaseOperatorLink, Context
+from airflow.sdk import BaseHook, BaseOperator, BaseOperatorLink, Context
 
-from airflow_cdc.jobs import ensure_jars, library_archive
+from airflow_cdc.jobs import bookkeeping_location, ensure_jars, library_archive
 from airflow_cdc.lineage import operator_lineage, spark_conf_with_parent_job
 from airflow_cdc.links import SparkMasterLink
 from airflow_cdc.submit import SubmitSpec, check_version, job_spec
@@ -75,28 +75,29 @@ class SparkJobOperator(BaseOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         version = check_version(self.job, self.job_version)
-        with tempfile.TemporaryDirectory(prefix="airflow-cdc-") as scratch:
-            stats_file = str(Path(scratch) / "stats.json")
-            spec = job_spec(
-                self.job,
-                warehouse=self.warehouse,
-                batch_id=self.batch_id,
-                run_id=str(context["run_id"]),
-                stats_file=stats_file,
-                job_args=self.job_args(context),
-                library=str(library_archive()),
-                jars=ensure_jars(),
-                spark_conf=spark_conf_with_parent_job(
-                    self.spark_conf,
-                    context,
-                    parent_job_info=self.openlineage_inject_parent_job_info,
-                    transport_info=self.openlineage_inject_transport_info,
-                ),
-                env_vars=self.job_env(),
-            )
-            self.log.info("submitting %s version %s for batch %s", self.job, version, self.batch_id)
-            self.submit(spec)
-            stats: dict[str, Any] = json.loads(Path(stats_file).read_text(encoding="utf-8"))
+        # The job writes its counts into the warehouse, which the driver reaches wherever it
+        # runs; the directory is this run's alone and goes once read.
+        stats_dir = bookkeeping_location(self.warehouse, "stats", uuid.uuid4().hex)
+        spec = job_spec(
+            self.job,
+            warehouse=self.warehouse,
+            batch_id=self.batch_id,
+            run_id=str(context["run_id"]),
+            stats_file=f"{stats_dir}/stats.json",
+            job_args=self.job_args(context),
+            library=str(library_archive()),
+            jars=ensure_jars(),
+            spark_conf=spark_conf_with_parent_job(
+                self.spark_conf,
+                context,
+                parent_job_info=self.openlineage_inject_parent_job_info,
+                transport_info=self.openlineage_inject_transport_info,
+            ),
+            env_vars=self.job_env(),
+        )
+        self.log.info("submitting %s version %s for batch %s", self.job, version, self.batch_id)
+        self.submit(spec)
+        stats = take_stats(stats_dir)
         stats["job_version"] = version
         self.run_stats = stats
         self.log.info("%s counts: %s", self.job, json.dumps(stats, sort_keys=True))
@@ -144,7 +145,13 @@ class SparkJobOperator(BaseOperator):
         return operator_lineage(self.lineage_inputs(), self.lineage_outputs())
 
     def submit(self, spec: SubmitSpec) -> None:
-        """Run spark-submit (the one place that starts a process)."""
+        """Run spark-submit (the one place that starts a process).
+
+        The job's environment (credentials, client settings) goes to the spark-submit process
+        itself, never into its arguments: the Spark provider's hook would turn ``env_vars``
+        into ``--conf`` options on YARN and Kubernetes, where anyone who lists processes
+        reads them. So it reaches a driver on this machine (client deploy mode); a driver
+        deployed to the cluster would need it on the command line, which is refused."""
         from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
         hook = SparkSubmitHook(
@@ -152,7 +159,40 @@ class SparkJobOperator(BaseOperator):
             conf=spec.conf,
             py_files=",".join(spec.py_files),
             application_args=spec.application_args,
-            env_vars=spec.env_vars or None,
             name=spec.name,
         )
-        hook.submit(spec.application)
+        if not spec.env_vars:
+            hook.submit(spec.application)
+            return
+        if deploy_mode(self.spark_conn_id) == "cluster":
+            raise ValueError(
+                f"{self.job} needs {sorted(spec.env_vars)} in its driver's environment, which"
+                f" cluster deploy mode (connection {self.spark_conn_id!r}) would put on the"
+                " spark-submit command line: use client deploy mode, or give the cluster its"
+                " own identity (an instance role, IRSA, Kubernetes secrets) and a connection"
+                " without keys"
+            )
+        hook.submit(spec.application, env={**os.environ, **spec.env_vars})
+
+
+def deploy_mode(spark_conn_id: str) -> str | None:
+    """The deploy mode a Spark connection names (``None``: client, Spark's default)."""
+    from airflow.sdk.exceptions import AirflowNotFoundException
+
+    try:
+        conn = BaseHook.get_connection(spark_conn_id)
+    except AirflowNotFoundException:  # the Spark provider's hook reports it itself
+        return None
+    mode = conn.extra_dejson.get("deploy-mode")
+    return str(mode) if mode else None
+
+
+def take_stats(directory: str) -> dict[str, Any]:
+    """The counts a job wrote into ``directory`` (in the warehouse), which is then deleted."""
+    import fsspec
+
+    fs, path = fsspec.core.url_to_fs(directory)
+    with fs.open(f"{path}/stats.json", "rt", encoding="utf-8") as handle:
+        stats: dict[str, Any] = json.load(handle)
+    fs.rm(path, recursive=True)
+    return stats

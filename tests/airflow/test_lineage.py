@@ -73,7 +73,9 @@ def submitted(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[SubmitSpec]]:
         stats: dict[str, Any] = {"batch_id": args[args.index("--batch-id") + 1]}
         if self.job == "apply_changes":
             stats["tables"] = {"public.orders": {"applied": 2, "version": 7}}
-        Path(args[args.index("--stats-file") + 1]).write_text(json.dumps(stats))
+        written = Path(args[args.index("--stats-file") + 1])
+        written.parent.mkdir(parents=True)
+        written.write_text(json.dumps(stats))
 
     monkeypatch.setattr(base.SparkJobOperator, "submit", submit)
     monkeypatch.setattr(base, "ensure_jars", lambda: ["/jars/delta.jar"])

@@ -323,3 +323,173 @@ def test_an_apply_run_logs_one_line_per_table() -> None:
         "public.t: 3 inserted, 1 updated, 0 deleted; 5 changes: 4 applied, 1 superseded,"
         " 0 duplicate; 3 quarantined (decode_error 1, type_conflict 2); version 7",
     ]
+
+
+def test_temporary_credentials_keep_their_session_token(monkeypatch) -> None:
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_KIN",
+        json.dumps(
+            {
+                "conn_type": "cdc_kinesis",
+                "login": "ASIA",
+                "password": "SECRET",
+                "extra": {"region_name": "eu-west-1", "aws_session_token": "TOKEN"},
+            }
+        ),
+    )
+    op = LandKinesisOperator(task_id="land", warehouse="/wh", stream="s", kinesis_conn_id="kin")
+    assert op.job_env() == {
+        "AWS_DEFAULT_REGION": "eu-west-1",
+        "AWS_ACCESS_KEY_ID": "ASIA",
+        "AWS_SECRET_ACCESS_KEY": "SECRET",
+        "AWS_SESSION_TOKEN": "TOKEN",
+    }
+
+
+def test_the_amazon_providers_aws_connection_serves_kinesis(monkeypatch) -> None:
+    pytest.importorskip("airflow.providers.amazon", reason="the amazon provider (extra aws)")
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_MY_AWS",
+        json.dumps(
+            {
+                "conn_type": "aws",
+                "login": "ASIA2",
+                "password": "SECRET2",
+                "extra": {
+                    "region_name": "ap-south-1",
+                    "aws_session_token": "TOKEN2",
+                    "endpoint_url": "http://127.0.0.1:4568",
+                },
+            }
+        ),
+    )
+    op = LandKinesisOperator(task_id="land", warehouse="/wh", stream="s", kinesis_conn_id="my_aws")
+    args = op.job_args({})
+    assert args[args.index("--region") + 1] == "ap-south-1"
+    assert args[args.index("--endpoint-url") + 1] == "http://127.0.0.1:4568"
+    assert op.job_env() == {
+        "AWS_DEFAULT_REGION": "ap-south-1",
+        "AWS_ACCESS_KEY_ID": "ASIA2",
+        "AWS_SECRET_ACCESS_KEY": "SECRET2",
+        "AWS_SESSION_TOKEN": "TOKEN2",
+    }
+    assert "SECRET2" not in " ".join(args) and "TOKEN2" not in " ".join(args)
+
+
+def test_the_kafka_providers_connection_serves_kafka(monkeypatch) -> None:
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_KP",
+        json.dumps(
+            {
+                "conn_type": "kafka",
+                "extra": {
+                    "bootstrap.servers": "k1:9092,k2:9092",
+                    "group.id": "their-group",
+                    "security.protocol": "SASL_SSL",
+                    "sasl.password": "PLANTED",
+                },
+            }
+        ),
+    )
+    op = LandKafkaOperator(task_id="land", warehouse="/wh", topics=["t"], kafka_conn_id="kp")
+    args = op.job_args({})
+    assert args[:2] == ["--bootstrap-servers", "k1:9092,k2:9092"]
+    assert "PLANTED" not in " ".join(args)
+    # The group is landing's own (checkpoints live in the warehouse), the rest travels.
+    assert json.loads(op.job_env()["AIRFLOW_CDC_KAFKA_CONFIG"]) == {
+        "security.protocol": "SASL_SSL",
+        "sasl.password": "PLANTED",
+    }
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_KP",
+        json.dumps(
+            {"conn_type": "kafka", "extra": {"bootstrap.servers": "k:9", "oauth_cb": "m.f"}}
+        ),
+    )
+    with pytest.raises(ValueError, match="callbacks \\['oauth_cb'\\] cannot reach a Spark job"):
+        op.job_env()
+
+
+def submitted_process(monkeypatch, spark_extra: dict[str, str]) -> dict[str, object]:
+    """What the Spark provider's hook would start for a Kinesis landing with a planted
+    secret: the command line and the process environment."""
+    from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
+    from airflow_cdc.submit import job_spec
+
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_KIN",
+        json.dumps({"conn_type": "cdc_kinesis", "login": "AK", "password": "PLANTED-SECRET"}),
+    )
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_SPARK_TEST",
+        json.dumps({"conn_type": "spark", "host": "yarn", "extra": spark_extra}),
+    )
+    started: dict[str, object] = {}
+
+    def submit(hook: SparkSubmitHook, application: str, **kwargs: object) -> None:
+        started["command"] = hook._build_spark_submit_command(application)
+        started["env"] = kwargs.get("env")
+
+    monkeypatch.setattr(SparkSubmitHook, "submit", submit)
+    op = LandKinesisOperator(
+        task_id="land",
+        warehouse="/wh",
+        stream="s",
+        kinesis_conn_id="kin",
+        spark_conn_id="spark_test",
+    )
+    spec = job_spec(
+        "land_kinesis",
+        warehouse="/wh",
+        batch_id="b",
+        run_id="r",
+        stats_file="/wh/s.json",
+        job_args=op.job_args({}),
+        library="/lib.zip",
+        env_vars=op.job_env(),
+    )
+    op.submit(spec)
+    return started
+
+
+def test_credentials_reach_spark_submit_in_its_environment_not_its_command_line(
+    monkeypatch,
+) -> None:
+    # On YARN the Spark provider's hook would turn env_vars into --conf options.
+    started = submitted_process(monkeypatch, {})
+    assert "PLANTED-SECRET" not in " ".join(started["command"])  # type: ignore[arg-type]
+    env = started["env"]
+    assert isinstance(env, dict) and env["AWS_SECRET_ACCESS_KEY"] == "PLANTED-SECRET"
+    assert env["PATH"]  # the rest of the environment stays
+
+
+def test_cluster_deploy_mode_refuses_credentials_it_would_put_on_a_command_line(
+    monkeypatch,
+) -> None:
+    with pytest.raises(ValueError, match="cluster deploy mode .* command line"):
+        submitted_process(monkeypatch, {"deploy-mode": "cluster"})
+
+
+def test_driver_credentials_travel_to_executors_without_ever_printing(monkeypatch) -> None:
+    import pickle
+
+    from spark_jobs.land_kinesis import Credentials, KinesisShardReader
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AK")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "PLANTED-SECRET")
+    monkeypatch.setenv("AWS_SESSION_TOKEN", "PLANTED-TOKEN")
+    found = Credentials.of_driver()
+    assert found is not None
+    assert "PLANTED" not in repr(found) and "PLANTED" not in str(found)
+    reader = KinesisShardReader("s", None, "us-east-1", 10, credentials=found)
+    # An executor's environment has none of the driver's: the reader brings them.
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(name)
+    shipped = pickle.loads(pickle.dumps(reader))
+    given = shipped.client()._request_signer._credentials.get_frozen_credentials()
+    assert (given.access_key, given.secret_key, given.token) == (
+        "AK",
+        "PLANTED-SECRET",
+        "PLANTED-TOKEN",
+    )
