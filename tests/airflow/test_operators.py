@@ -467,7 +467,7 @@ def test_credentials_reach_spark_submit_in_its_environment_not_its_command_line(
 def test_cluster_deploy_mode_refuses_credentials_it_would_put_on_a_command_line(
     monkeypatch,
 ) -> None:
-    with pytest.raises(ValueError, match="cluster deploy mode .* command line"):
+    with pytest.raises(ValueError, match=r"cluster deploy mode .* command line"):
         submitted_process(monkeypatch, {"deploy-mode": "cluster"})
 
 
