@@ -20,23 +20,38 @@ def get_session(
 ) -> SparkSession:
     """The active session, or a new one with Delta configured.
 
-    Under ``spark-submit`` the submitted conf wins; locally, ``master`` defaults to
-    ``local[*]``. Delta's jars come from the cache's resolved files, or through Ivy when they
-    are not there yet (or ``resolve``).
+    Under ``spark-submit`` the submitted conf wins (a user's ``spark.jars`` beside Delta's,
+    their ``spark.driver.memory``...): Delta's conf only fills what it leaves unset. Locally,
+    ``master`` defaults to ``local[*]``. Delta's jars come from the cache's resolved files, or
+    through Ivy when they are not there yet (or ``resolve``).
     """
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
     # Python workers run the interpreter that has this project's dependencies.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    submitted = submitted_conf()
     builder = SparkSession.builder.appName(app_name)
     if master:
         builder = builder.master(master)
-    for key, value in delta_spark_conf(None if resolve else resolved_jars()).items():
-        builder = builder.config(key, value)
+    conf = delta_spark_conf(None if resolve else resolved_jars())
+    for key, value in conf.items():
+        if key not in submitted:
+            builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
     return session
+
+
+def submitted_conf() -> frozenset[str]:
+    """The conf keys spark-submit was given, when this process runs under it (its JVM is up
+    and holds them); none otherwise."""
+    if not os.environ.get("PYSPARK_GATEWAY_PORT"):
+        return frozenset()
+    from pyspark import SparkConf, SparkContext
+
+    SparkContext._ensure_initialized()
+    return frozenset(key for key, _ in SparkConf().getAll())
 
 
 def set_commit_metadata(spark: SparkSession, **fields: str) -> None:

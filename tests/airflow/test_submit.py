@@ -196,3 +196,48 @@ def test_library_archive_ships_core_and_jobs_but_no_airflow_layer(tmp_path, monk
 
 def test_resolved_state_path() -> None:
     assert resolved_state_path("s3://b/wh/", "dsql") == "s3://b/wh/_cdc/resolved/dsql.json"
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_the_submitted_conf_wins_over_the_jobs_defaults(tmp_path) -> None:
+    """A job's session under spark-submit keeps what the submit says (a user's jars beside
+    Delta's, a user's setting that the jobs' Delta conf also sets), and takes the rest."""
+    extra_jar = tmp_path / "users.jar"
+    with zipfile.ZipFile(extra_jar, "w") as jar:
+        jar.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\n")
+    spec = job_spec(
+        "maintain",
+        warehouse=str(tmp_path / "wh"),
+        batch_id="b",
+        run_id="r",
+        stats_file="s",
+        library=str(library_archive()),
+        jars=ensure_jars(),
+        spark_conf={"spark.jars": str(extra_jar), "spark.sql.shuffle.partitions": "7"},
+    )
+    script = tmp_path / "job.py"
+    script.write_text(
+        "from spark_jobs.session import get_session\n"
+        "conf = get_session('probe').sparkContext.getConf()\n"
+        "print('JARS=' + conf.get('spark.jars'))\n"
+        "print('PARTITIONS=' + conf.get('spark.sql.shuffle.partitions'))\n"
+        "print('EXTENSIONS=' + conf.get('spark.sql.extensions'))\n"
+    )
+    submit = Path(sys.executable).parent / "spark-submit"
+    args = [str(submit), "--master", "local[1]"]
+    for key, value in spec.conf.items():
+        args += ["--conf", f"{key}={value}"]
+    args += ["--py-files", spec.py_files[0], str(script)]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    printed = dict(
+        line.split("=", 1)
+        for line in done.stdout.splitlines()
+        if line.startswith(("JARS=", "PA", "EX"))
+    )
+    jars = printed["JARS"].split(",")
+    assert any(j.endswith("users.jar") for j in jars)
+    assert any("delta-spark" in j for j in jars)
+    assert printed["PARTITIONS"] == "7"  # the jobs' conf says 16
+    assert printed["EXTENSIONS"] == "io.delta.sql.DeltaSparkSessionExtension"
