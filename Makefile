@@ -7,7 +7,7 @@ CACHE := $(CURDIR)/.cache
 export AIRFLOW_CDC_CACHE := $(CACHE)
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: setup test test-fast lint demo bench clean kinesis-up kinesis-down kafka-up
+.PHONY: setup test test-fast lint demo bench clean kinesis-up kinesis-down kafka-up s3-up
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,11 +23,19 @@ $(CACHE)/kafka/.installed: scripts/kafka/pom.xml
 	mvn -q -f scripts/kafka/pom.xml dependency:copy-dependencies -DoutputDirectory=$(CACHE)/kafka/libs
 	touch $@
 
+# S3Proxy (the tests' and the demo's S3 server) and hadoop-aws with the AWS SDK modules it
+# calls (the jobs' s3a:// file system), each into its own directory.
+$(CACHE)/s3/.installed: scripts/s3/pom.xml
+	rm -rf $(CACHE)/s3/server $(CACHE)/s3/hadoop-aws
+	mvn -q -f scripts/s3/pom.xml -P server dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=$(CACHE)/s3/server
+	mvn -q -f scripts/s3/pom.xml -P hadoop-aws dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=$(CACHE)/s3/hadoop-aws
+	touch $@
+
 node_modules/.installed: package.json
 	npm install --no-audit --no-fund --silent
 	touch $@
 
-setup: $(BIN)/.installed $(CACHE)/delta-jars.txt $(CACHE)/kafka/.installed node_modules/.installed
+setup: $(BIN)/.installed $(CACHE)/delta-jars.txt $(CACHE)/kafka/.installed $(CACHE)/s3/.installed node_modules/.installed
 
 lint: $(BIN)/.installed
 	$(BIN)/ruff check .
@@ -70,3 +78,6 @@ kinesis-down:
 
 kafka-up: setup
 	$(BIN)/python -m cdc_demo.kafka
+
+s3-up: setup
+	$(BIN)/python -m cdc_demo.s3

@@ -53,7 +53,13 @@ MAX_RETENTION_SECONDS = 100 * 365 * 86400.0
 MAX_PENDING_WALL_SECONDS = 86400.0
 _PACKAGE_ROOT = Path(airflow_cdc.__file__).resolve().parent
 _REPO_ROOT = _PACKAGE_ROOT.parent
-_SHIPPED = ("airflow_cdc/__init__.py", "airflow_cdc/jobs.py", "airflow_cdc/core", "spark_jobs")
+_SHIPPED = (
+    "airflow_cdc/__init__.py",
+    "airflow_cdc/jobs.py",
+    "airflow_cdc/storage.py",
+    "airflow_cdc/core",
+    "spark_jobs",
+)
 
 
 # A Spark catalog's name as its conf names it (``spark.sql.catalog.<name>``): no dots.

@@ -8,6 +8,10 @@ compacted and expired), prints the tables and checks them against the generator.
 
 `make demo DEMO_ARGS="--format cockroachdb"` (or ydb, ydb-debezium, arcion, cdl, debezium)
 does the same from Kafka: a KRaft broker, a 3-partition topic, the ``kafka_to_delta`` DAG.
+
+``--warehouse s3`` puts the warehouse in a bucket of a local S3-compatible server (S3Proxy),
+``s3a://lake/warehouse``: the jobs reach it through hadoop-aws, the sensor and the checks
+through s3fs and delta-rs, all with the credentials in their environment.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +36,7 @@ from cdc_demo import kinesis  # noqa: E402
 from cdc_demo.change_stream import FORMATS, TOPIC  # noqa: E402
 from cdc_demo.dsql_stream import TABLES, differences, generate  # noqa: E402
 from cdc_demo.environment import STREAM, airflow_env, migrate  # noqa: E402
+from cdc_demo.kinesis import REGION  # noqa: E402
 
 WORK = REPO / ".cache" / "demo"
 INTERVAL_END = "2026-01-01T01:00:00+00:00"
@@ -39,12 +46,22 @@ COMMIT_START = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--format", default="dsql", choices=["dsql", *FORMATS])
+    parser.add_argument(
+        "--warehouse",
+        default="local",
+        choices=["local", "s3"],
+        help="a local directory, or a bucket on a local S3 server (s3a://)",
+    )
     args = parser.parse_args()
     shutil.rmtree(WORK, ignore_errors=True)
     WORK.mkdir(parents=True)
-    warehouse = WORK / "warehouse"
-    if args.format != "dsql":
-        return kafka_demo(args.format, warehouse)
+    with warehouse_at(args.warehouse) as (warehouse, storage_env):
+        if args.format != "dsql":
+            return kafka_demo(args.format, warehouse, storage_env)
+        return dsql_demo(warehouse, storage_env)
+
+
+def dsql_demo(warehouse: str, storage_env: dict[str, str]) -> int:
     stream = generate(
         2000,
         seed=2026,
@@ -57,13 +74,73 @@ def main() -> int:
         kinesis.create_stream(client, STREAM, shards=4)
         kinesis.put(client, STREAM, stream.deliveries)
         print(f"put them into {STREAM} (4 shards) on kinesis-local at {endpoint}")
-        env = {**os.environ, **airflow_env(WORK / "airflow", warehouse, endpoint)}
+        env = {
+            **os.environ,
+            **airflow_env(WORK / "airflow", WORK / "warehouse", endpoint),
+            **storage_env,
+        }
+        if storage_env:
+            # The landing job runs with the Kinesis connection's keys as its AWS_* variables,
+            # which S3A would take for the bucket too: without keys in the connection, boto3
+            # and S3A both take the environment's (kinesis-local accepts any).
+            env["AIRFLOW_CONN_KINESIS_DEFAULT"] = json.dumps(
+                {"conn_type": "cdc_kinesis", "host": endpoint, "extra": {"region_name": REGION}}
+            )
         migrate(env)
         if not run_dag(env, "dsql_to_delta"):
             return 1
     if not maintain(env):
         return 1
-    return report(stream, str(warehouse))
+    return report(stream, warehouse)
+
+
+@contextmanager
+def warehouse_at(kind: str) -> Iterator[tuple[str, dict[str, str]]]:
+    """The demo's warehouse, and the environment (over ``airflow_env``'s) under which its
+    processes reach it: ``.cache/demo/warehouse``, or ``s3a://lake/warehouse`` on a local
+    S3Proxy for as long as the block runs.
+
+    For S3, the jobs find hadoop-aws and the non-secret S3A settings (endpoint, path-style
+    buckets, no TLS) in a ``spark-defaults.conf`` of their own (``SPARK_CONF_DIR``), as a
+    cluster's would hold them; the credentials are only in the environment. This process
+    takes the same environment, for its own Spark session, s3fs and delta-rs.
+    """
+    if kind == "local":
+        yield str(WORK / "warehouse"), {}
+        return
+    from airflow_cdc.storage import (
+        S3Settings,
+        delta_rs_storage_options,
+        hadoop_aws_jars,
+        s3a_spark_conf,
+    )
+    from cdc_demo.s3 import create_bucket, s3_server
+
+    jars = hadoop_aws_jars()
+    if jars is None:
+        raise SystemExit("hadoop-aws is not in the cache: run `make setup`")
+    with s3_server() as server:
+        warehouse = f"{create_bucket(server, 'lake')}/warehouse"
+        conf = {
+            "spark.driver.extraClassPath": os.pathsep.join(jars),
+            "spark.executor.extraClassPath": os.pathsep.join(jars),
+            **s3a_spark_conf(S3Settings(server.endpoint_url, server.region), jars=[]),
+        }
+        conf_dir = WORK / "spark-conf"
+        conf_dir.mkdir()
+        (conf_dir / "spark-defaults.conf").write_text(
+            "".join(f"{key} {value}\n" for key, value in conf.items()), encoding="utf-8"
+        )
+        env = {
+            **server.environment(),
+            "SPARK_CONF_DIR": str(conf_dir),
+            "AIRFLOW_VAR_CDC_WAREHOUSE": warehouse,
+        }
+        os.environ.update(env)
+        # delta-rs (the last check) reads the endpoint under its own names.
+        os.environ.update(delta_rs_storage_options(S3Settings.from_env()))
+        print(f"the warehouse is {warehouse}, on S3Proxy at {server.endpoint_url}")
+        yield warehouse, env
 
 
 def maintain(env: dict[str, str]) -> bool:
@@ -116,7 +193,7 @@ def run_dag(env: dict[str, str], dag_id: str) -> bool:
     return result.returncode == 0
 
 
-def kafka_demo(fmt: str, warehouse: Path) -> int:
+def kafka_demo(fmt: str, warehouse: str, storage_env: dict[str, str]) -> int:
     from cdc_demo.change_stream import generate
     from cdc_demo.kafka import create_topic, kafka_broker, produce
 
@@ -132,7 +209,8 @@ def kafka_demo(fmt: str, warehouse: Path) -> int:
         print(f"produced them to {TOPIC} (3 partitions) on the Kafka broker at {bootstrap}")
         env = {
             **os.environ,
-            **airflow_env(WORK / "airflow", warehouse, ""),
+            **airflow_env(WORK / "airflow", WORK / "warehouse", ""),
+            **storage_env,
             "AIRFLOW_CONN_KAFKA_DEFAULT": json.dumps({"conn_type": "cdc_kafka", "host": bootstrap}),
             "AIRFLOW_VAR_CDC_TOPIC": TOPIC,
             "AIRFLOW_VAR_CDC_FORMAT": fmt,
@@ -153,7 +231,7 @@ def kafka_demo(fmt: str, warehouse: Path) -> int:
     want = {k: (v["name"], v["qty"]) for k, v in stream.expected.items()}
     failures = 0 if got == want else 1
     print("matches the generator's expected state" if not failures else "MISMATCH")
-    failures += accounting(spark, str(warehouse))
+    failures += accounting(spark, warehouse)
     spark.stop()
     print("demo OK" if not failures else "demo FAILED")
     return 1 if failures else 0

@@ -38,6 +38,7 @@ from airflow_cdc.jobs import (
     resolved_state_path,
     table_location,
 )
+from airflow_cdc.storage import configure_object_storage
 from spark_jobs.schemas import struct
 from spark_jobs.session import COMMIT_METADATA_CONF, get_session, set_commit_metadata
 
@@ -225,6 +226,7 @@ def source_name(value: str) -> str:
 
 def start(job: str, version: str, args: argparse.Namespace) -> JobContext:
     spark = get_session(f"airflow-cdc-{job}")
+    configure_object_storage(spark)
     set_commit_metadata(
         spark, job=job, job_version=version, airflow_run_id=args.run_id, batch_id=args.batch_id
     )

@@ -34,6 +34,7 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
+from urllib.parse import urlsplit
 
 import fsspec
 from pyspark.sql import DataFrame, Row, SparkSession
@@ -71,7 +72,7 @@ from spark_jobs.landing import (
 from spark_jobs.ledger import union_all
 
 JOB_NAME = "land_files"
-JOB_VERSION = "1.2.1"
+JOB_VERSION = "1.2.2"
 LAYOUTS = ("kinesis", "kafka", "lines")
 LINE_WIDTH = 20
 SUFFIXES = (".ndjson", ".jsonl", ".json", ".txt", ".RESOLVED")
@@ -279,7 +280,9 @@ def list_files(path: str) -> list[str]:
         else:
             found.append(candidate)
     protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
-    prefix = "" if protocol == "file" else f"{protocol}://"
+    # The caller's own scheme (s3a://, not the s3:// fsspec names it), which Spark reads.
+    scheme = urlsplit(path).scheme if "://" in path else protocol
+    prefix = "" if protocol == "file" else f"{scheme}://"
     return sorted(prefix + p for p in found)
 
 
