@@ -4,6 +4,7 @@ Kafka broker): for `make demo`, the tests and the bench. Not part of the provide
 from __future__ import annotations
 
 import signal
+import socket
 import sys
 import time
 from pathlib import Path
@@ -15,6 +16,24 @@ EXAMPLE_DDL = Path(__file__).resolve().parents[1] / "dags_examples" / "ddl"
 def example_ddl(name: str) -> str:
     """The ``CREATE TABLE`` statements of ``dags_examples/ddl/<name>``."""
     return (EXAMPLE_DDL / name).read_text(encoding="utf-8")
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now (for a server this project starts)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def cached_jars(folder: str, pattern: str, what: str) -> Path:
+    """The cache's folder of jars that ``make setup`` copied from Maven Central (it must hold
+    a jar matching ``pattern``)."""
+    from airflow_cdc.jobs import cache_dir
+
+    libs = Path(cache_dir(), *folder.split("/"))
+    if not any(libs.glob(pattern)):
+        raise FileNotFoundError(f"no {what} jars in {libs}: run `make setup`")
+    return libs
 
 
 def serve_until_stopped(banner: str) -> None:

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from airflow_cdc.jobs import cache_dir
+from cdc_demo import cached_jars, free_port
 
 SERVER_PROPERTIES = """\
 process.roles=broker,controller
@@ -35,16 +35,7 @@ auto.create.topics.enable=false
 
 
 def kafka_libs() -> Path:
-    libs = Path(cache_dir()) / "kafka" / "libs"
-    if not any(libs.glob("kafka_2.13-*.jar")):
-        raise FileNotFoundError(f"no Kafka jars in {libs}: run `make setup`")
-    return libs
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("localhost", 0))
-        return int(probe.getsockname()[1])
+    return cached_jars("kafka/libs", "kafka_2.13-*.jar", "Kafka")
 
 
 @contextmanager
@@ -53,7 +44,7 @@ def kafka_broker(startup_timeout: float = 90.0) -> Iterator[str]:
     libs = kafka_libs()
     classpath = f"{libs}/*"
     with tempfile.TemporaryDirectory(prefix="airflow-cdc-kafka-") as home:
-        port, controller = _free_port(), _free_port()
+        port, controller = free_port(), free_port()
         config = Path(home, "server.properties")
         config.write_text(
             SERVER_PROPERTIES.format(port=port, controller=controller, data=f"{home}/data")

@@ -12,16 +12,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from cdc_demo import free_port
+
 REPO = Path(__file__).resolve().parents[1]
 SERVER = REPO / "node_modules" / "kinesis-local" / "main.js"
 CREDENTIALS = {"aws_access_key_id": "local", "aws_secret_access_key": "local"}
 REGION = "us-east-1"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @contextmanager

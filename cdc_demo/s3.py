@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from airflow_cdc.jobs import cache_dir
 from airflow_cdc.storage import DEFAULT_REGION
+from cdc_demo import cached_jars, free_port
 
 # The AWS SDKs send CRC checksums of uploads and of every DeleteObjects request (botocore
 # since 1.36, the Java SDK since 2.30), in headers S3Proxy does not know and by default refuses
@@ -72,16 +72,7 @@ class S3Server:
 
 
 def server_libs() -> Path:
-    libs = Path(cache_dir()) / "s3" / "server"
-    if not any(libs.glob("s3proxy-*.jar")):
-        raise FileNotFoundError(f"no S3Proxy jars in {libs}: run `make setup`")
-    return libs
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+    return cached_jars("s3/server", "s3proxy-*.jar", "S3Proxy")
 
 
 @contextmanager
@@ -90,7 +81,7 @@ def s3_server(startup_timeout: float = 60.0) -> Iterator[S3Server]:
     libs = server_libs()
     with tempfile.TemporaryDirectory(prefix="airflow-cdc-s3-") as home:
         server = S3Server(
-            endpoint_url=f"http://127.0.0.1:{_free_port()}",
+            endpoint_url=f"http://127.0.0.1:{free_port()}",
             access_key=f"cdc-{secrets.token_hex(8)}",
             secret_key=secrets.token_urlsafe(30),
         )

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cdc_demo.kinesis import free_port
+from cdc_demo import free_port
 
 HOST = "127.0.0.1"
 

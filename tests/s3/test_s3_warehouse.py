@@ -16,7 +16,6 @@ import asyncio
 import datetime as dt
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -36,6 +35,7 @@ from airflow_cdc.storage import (
     spark_uri,
 )
 from airflow_cdc.submit import SubmitSpec, job_spec
+from cdc_demo import free_port
 from cdc_demo.dsql_stream import DDL, TABLES, Stream, differences, generate, write_ndjson
 from cdc_demo.s3 import S3Server, create_bucket
 
@@ -86,12 +86,6 @@ def spark_submit_command(spec: SubmitSpec, master: str) -> list[str]:
     return [*command, spec.application, *spec.application_args]
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def _stream() -> Stream:
     return generate(
         400,
@@ -136,7 +130,7 @@ def run(s3: S3Server, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]
             "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider"
         ),
         "spark.ui.enabled": "true",
-        "spark.ui.port": str(_free_port()),
+        "spark.ui.port": str(free_port()),
         "spark.sql.shuffle.partitions": "4",
         # A few hundred records: the JIT's optimizing tier costs more than it saves.
         "spark.driver.extraJavaOptions": "-XX:+UseParallelGC -XX:TieredStopAtLevel=1",
