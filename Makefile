@@ -19,16 +19,21 @@ $(BIN)/.installed: pyproject.toml
 $(CACHE)/delta-jars.txt: $(BIN)/.installed airflow_cdc/jobs.py
 	$(BIN)/python -m spark_jobs.session --resolve-jars
 
+# Maven keeps its own repository in the cache: an artifact it knows only by its POM (an
+# excluded dependency) would otherwise sit in ~/.m2, where Ivy's resolution of Delta's jars
+# finds it first and then fails to download its jar.
+MVN := mvn -q -Dmaven.repo.local=$(CACHE)/m2
+
 $(CACHE)/kafka/.installed: scripts/kafka/pom.xml
-	mvn -q -f scripts/kafka/pom.xml dependency:copy-dependencies -DoutputDirectory=$(CACHE)/kafka/libs
+	$(MVN) -f scripts/kafka/pom.xml dependency:copy-dependencies -DoutputDirectory=$(CACHE)/kafka/libs
 	touch $@
 
 # S3Proxy (the tests' and the demo's S3 server) and hadoop-aws with the AWS SDK modules it
 # calls (the jobs' s3a:// file system), each into its own directory.
 $(CACHE)/s3/.installed: scripts/s3/pom.xml
 	rm -rf $(CACHE)/s3/server $(CACHE)/s3/hadoop-aws
-	mvn -q -f scripts/s3/pom.xml -P server dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=$(CACHE)/s3/server
-	mvn -q -f scripts/s3/pom.xml -P hadoop-aws dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=$(CACHE)/s3/hadoop-aws
+	$(MVN) -f scripts/s3/pom.xml -P server dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=$(CACHE)/s3/server
+	$(MVN) -f scripts/s3/pom.xml -P hadoop-aws dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=$(CACHE)/s3/hadoop-aws
 	touch $@
 
 node_modules/.installed: package.json
