@@ -13,6 +13,9 @@ from dataclasses import dataclass, field
 from airflow_cdc.core.exceptions import JobVersionError
 from airflow_cdc.jobs import delta_spark_conf, installed_job_version, job_file
 
+# Comma-separated conf values that a user's spark_conf extends rather than replaces.
+LISTS = ("spark.jars", "spark.jars.packages", "spark.sql.extensions")
+
 
 @dataclass(frozen=True)
 class SubmitSpec:
@@ -67,9 +70,11 @@ def job_spec(
         conf["spark.pyspark.python"] = sys.executable
         conf["spark.pyspark.driver.python"] = sys.executable
     extra = dict(spark_conf or {})
-    if jars and extra.get("spark.jars"):
-        # The user's jars (hadoop-aws, say) beside Delta's, not instead of them.
-        extra["spark.jars"] = f"{conf['spark.jars']},{extra['spark.jars']}"
+    for key in LISTS:
+        if conf.get(key) and extra.get(key):
+            # The user's (hadoop-aws's jars, Sedona's extension) beside Delta's, not instead.
+            given = [*conf[key].split(","), *extra[key].split(",")]
+            extra[key] = ",".join(dict.fromkeys(v.strip() for v in given if v.strip()))
     conf.update(extra)
     args = [
         "--warehouse",

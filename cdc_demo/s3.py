@@ -16,7 +16,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +43,7 @@ class S3Server:
 
     endpoint_url: str
     access_key: str
-    secret_key: str
+    secret_key: str = field(repr=False)
     region: str = DEFAULT_REGION
 
     def environment(self) -> dict[str, str]:

@@ -40,7 +40,8 @@ def spark_home() -> Path:
 
 # What the daemons (and so the executors they start) take from this process's environment:
 # nothing that could carry a credential, so that an executor has only what a submit ships it.
-_PASSED_ENV = ("PATH", "HOME", "JAVA_HOME", "LANG", "TMPDIR")
+# (Their HOME is their scratch directory: no ~/.aws there either.)
+_PASSED_ENV = ("PATH", "JAVA_HOME", "LANG", "TMPDIR")
 
 
 def _daemon(home: Path, log: Path, *args: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
@@ -74,7 +75,12 @@ def standalone_cluster(
         master_url, web_ui = f"spark://{HOST}:{port}", f"http://{HOST}:{ui_port}"
         work_dir = Path(scratch, "work")
         # The daemons' own directories and logs stay in the scratch directory.
-        env = {"SPARK_LOCAL_IP": HOST, "SPARK_LOG_DIR": scratch, "SPARK_WORKER_DIR": str(work_dir)}
+        env = {
+            "HOME": scratch,
+            "SPARK_LOCAL_IP": HOST,
+            "SPARK_LOG_DIR": scratch,
+            "SPARK_WORKER_DIR": str(work_dir),
+        }
         master = _daemon(
             home,
             Path(scratch, "master.log"),

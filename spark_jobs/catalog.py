@@ -20,8 +20,7 @@ import argparse
 import logging
 from typing import Any
 
-from py4j.protocol import Py4JError
-from pyspark.errors import AnalysisException, PySparkException
+from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
 
 from airflow_cdc.core.events import TableRef
@@ -97,8 +96,8 @@ def register(spark: SparkSession, catalog: str, table: TableRef, path: str) -> d
         if not table_exists(spark, path):
             return {**report, "outcome": NOT_CREATED}
         outcome, location = _register(spark, catalog, table, path)
-    except (PySparkException, Py4JError) as err:
-        message = str(err).strip().split("\n", 1)[0]
+    except Exception as err:  # the tables are applied: a catalog's failure is reported
+        message = str(err).strip().split("\n", 1)[0] or type(err).__name__
         log.warning("%s not registered as %s: %s", path, report["name"], message)
         return {**report, "outcome": FAILED, "error": message}
     if outcome == NAME_TAKEN:

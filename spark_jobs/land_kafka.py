@@ -64,12 +64,13 @@ def consumer(bootstrap: str, config: dict[str, Any]) -> Any:
 
     return Consumer(
         {
+            "group.id": "airflow-cdc-landing",  # never committed to: a client's own may do
+            **config,
+            # What landing's reading relies on, whatever the client settings say.
             "bootstrap.servers": bootstrap,
-            "group.id": "airflow-cdc-landing",
             "enable.auto.commit": False,
             "enable.partition.eof": True,
             "auto.offset.reset": "earliest",
-            **config,
         }
     )
 

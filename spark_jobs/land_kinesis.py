@@ -2,10 +2,10 @@
 
 Each open shard is read from its checkpoint to the tip in its own Spark task with boto3;
 closed parent shards are read to their end before their children start (resharding).
-Credentials: the driver takes them from its environment (``AWS_ACCESS_KEY_ID``,
-``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``) or any other source of boto3's chain, never
-from the command line, and the shard readers carry them to the executors inside the job's
-tasks: on a cluster an executor's environment is not the driver's.
+Credentials: keys that the task puts in the driver's environment (``AWS_ACCESS_KEY_ID``,
+``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``; never the command line) travel to the
+executors inside the shard readers, since on a cluster an executor's environment is not the
+driver's. Without them, each executor's boto3 finds its own (an instance role, IRSA).
 """
 
 from __future__ import annotations
@@ -52,12 +52,14 @@ class Credentials:
 
     @classmethod
     def of_driver(cls) -> Credentials | None:
-        """What boto3's credential chain finds here (``None``: nothing, let each client
-        look for itself, as on an instance with a role)."""
+        """The keys the task gave the driver in its environment (``AWS_ACCESS_KEY_ID``...),
+        for the executors. ``None`` when boto3 finds its credentials elsewhere (an instance
+        role, IRSA, a profile): those refresh themselves, and each executor's own chain
+        finds its machine's, so nothing frozen travels."""
         import boto3
 
         found = boto3.Session().get_credentials()
-        if found is None:
+        if found is None or found.method != "env":
             return None
         frozen = found.get_frozen_credentials()
         if not frozen.access_key or not frozen.secret_key:

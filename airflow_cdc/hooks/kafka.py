@@ -8,8 +8,9 @@ extra as ``{"config": {...}}``.
 
 ``kafka`` (the Kafka provider's): the extra is the client config itself, bootstrap servers
 included (``{"bootstrap.servers": "...", "security.protocol": ...}``). Callbacks that the
-provider resolves from strings (``oauth_cb``...) cannot travel to a Spark job and are refused;
-so is its ``group.id``, which landing never uses (it keeps its own checkpoints).
+provider resolves from strings (``oauth_cb``...) cannot travel to a Spark job and are refused,
+and so is OAUTHBEARER without OIDC (the provider's MSK IAM and Google token callbacks). Its
+``group.id`` goes along (landing commits no offsets to it: it keeps its own checkpoints).
 
 The client settings reach the landing job in its environment (``AIRFLOW_CDC_KAFKA_CONFIG``),
 never on a command line.
@@ -28,7 +29,7 @@ from airflow_cdc.jobs import KAFKA_CONFIG_ENV
 PROVIDER_CONN_TYPE = "kafka"
 _BOOTSTRAP = "bootstrap.servers"
 # Settings of the provider's connection that a landing job sets itself or cannot take.
-_NOT_PASSED = (_BOOTSTRAP, "group.id", "enable.auto.commit", "auto.offset.reset")
+_NOT_PASSED = (_BOOTSTRAP, "enable.auto.commit", "auto.offset.reset", "enable.partition.eof")
 
 
 class KafkaClusterHook(BaseHook):
@@ -89,6 +90,13 @@ class KafkaClusterHook(BaseHook):
             raise ValueError(
                 f"connection {self.kafka_conn_id!r}: callbacks {calls} cannot reach a Spark"
                 " job; give the client settings they stand for instead"
+            )
+        if str(config.get("sasl.mechanism", "")).upper() == "OAUTHBEARER" and (
+            str(config.get("sasl.oauthbearer.method", "")).lower() != "oidc"
+        ):
+            raise ValueError(
+                f"connection {self.kafka_conn_id!r}: OAUTHBEARER needs a token callback, which"
+                " cannot reach a Spark job; use sasl.oauthbearer.method=oidc or SASL/SCRAM"
             )
         return config
 

@@ -82,19 +82,25 @@ class KinesisStreamHook(BaseHook):
             ) from missing
         aws = AwsBaseHook(aws_conn_id=self.kinesis_conn_id, client_type="kinesis")
         config = aws.conn_config
-        credentials = aws.get_credentials()
+        try:
+            credentials = aws.get_credentials()
+        except AttributeError as nothing:  # the chain found no credentials
+            raise ValueError(
+                f"connection {self.kinesis_conn_id!r} resolves to no AWS credentials"
+            ) from nothing
         return {
             "endpoint_url": config.get_service_endpoint_url("kinesis") or None,
-            "region": aws.region_name or DEFAULT_REGION,
+            "region": aws.region_name or aws.get_session().region_name or DEFAULT_REGION,
             "access_key": credentials.access_key,
             "secret_key": credentials.secret_key,
             "session_token": credentials.token,
         }
 
     def job_environment(self) -> dict[str, str]:
-        """Credentials for the Spark job, passed in its environment, never on a command line."""
+        """Credentials for the Spark job, passed in its environment, never on a command line
+        (none for a connection without keys: the job's own chain finds them)."""
         settings = self.settings()
-        env = {"AWS_DEFAULT_REGION": settings["region"]}
+        env: dict[str, str] = {}
         if settings["access_key"]:
             env["AWS_ACCESS_KEY_ID"] = settings["access_key"]
             env["AWS_SECRET_ACCESS_KEY"] = settings["secret_key"] or ""

@@ -8,6 +8,7 @@ import uuid
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
+import fsspec
 from airflow.sdk import BaseHook, BaseOperator, BaseOperatorLink, Context
 
 from airflow_cdc.jobs import bookkeeping_location, ensure_jars, library_archive
@@ -78,6 +79,7 @@ class SparkJobOperator(BaseOperator):
         # The job writes its counts into the warehouse, which the driver reaches wherever it
         # runs; the directory is this run's alone and goes once read.
         stats_dir = bookkeeping_location(self.warehouse, "stats", uuid.uuid4().hex)
+        fs, stats_path = fsspec.core.url_to_fs(stats_dir)  # fails before the job, not after
         spec = job_spec(
             self.job,
             warehouse=self.warehouse,
@@ -96,8 +98,13 @@ class SparkJobOperator(BaseOperator):
             env_vars=self.job_env(),
         )
         self.log.info("submitting %s version %s for batch %s", self.job, version, self.batch_id)
-        self.submit(spec)
-        stats = take_stats(stats_dir)
+        try:
+            self.submit(spec)
+            with fs.open(f"{stats_path}/stats.json", "rt", encoding="utf-8") as handle:
+                stats: dict[str, Any] = json.load(handle)
+        finally:
+            if fs.exists(stats_path):
+                fs.rm(stats_path, recursive=True)
         stats["job_version"] = version
         self.run_stats = stats
         self.log.info("%s counts: %s", self.job, json.dumps(stats, sort_keys=True))
@@ -172,7 +179,12 @@ class SparkJobOperator(BaseOperator):
                 " own identity (an instance role, IRSA, Kubernetes secrets) and a connection"
                 " without keys"
             )
-        hook.submit(spec.application, env={**os.environ, **spec.env_vars})
+        inherited = dict(os.environ)
+        if "AWS_ACCESS_KEY_ID" in spec.env_vars:
+            # The job's keys come with their own token or none: never this worker's.
+            for name in ("AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN"):
+                inherited.pop(name, None)
+        hook.submit(spec.application, env={**inherited, **spec.env_vars})
 
 
 def deploy_mode(spark_conn_id: str) -> str | None:
@@ -185,14 +197,3 @@ def deploy_mode(spark_conn_id: str) -> str | None:
         return None
     mode = conn.extra_dejson.get("deploy-mode")
     return str(mode) if mode else None
-
-
-def take_stats(directory: str) -> dict[str, Any]:
-    """The counts a job wrote into ``directory`` (in the warehouse), which is then deleted."""
-    import fsspec
-
-    fs, path = fsspec.core.url_to_fs(directory)
-    with fs.open(f"{path}/stats.json", "rt", encoding="utf-8") as handle:
-        stats: dict[str, Any] = json.load(handle)
-    fs.rm(path, recursive=True)
-    return stats

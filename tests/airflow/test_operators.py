@@ -45,7 +45,6 @@ def test_kinesis_landing_arguments_come_from_the_connection(monkeypatch) -> None
     ]
     env = op.job_env()
     assert env == {
-        "AWS_DEFAULT_REGION": "eu-west-1",
         "AWS_ACCESS_KEY_ID": "AK",
         "AWS_SECRET_ACCESS_KEY": "SECRET",
     }
@@ -56,7 +55,7 @@ def test_aws_itself_has_no_endpoint(monkeypatch) -> None:
     monkeypatch.setenv("AIRFLOW_CONN_AWS_KIN", json.dumps({"conn_type": "cdc_kinesis"}))
     op = LandKinesisOperator(task_id="land", warehouse="/wh", stream="s", kinesis_conn_id="aws_kin")
     assert "--endpoint-url" not in op.job_args({})
-    assert op.job_env() == {"AWS_DEFAULT_REGION": "us-east-1"}
+    assert op.job_env() == {}  # no keys: the job's own credential chain
 
 
 def test_validation_happens_at_execution_not_construction() -> None:
@@ -339,7 +338,6 @@ def test_temporary_credentials_keep_their_session_token(monkeypatch) -> None:
     )
     op = LandKinesisOperator(task_id="land", warehouse="/wh", stream="s", kinesis_conn_id="kin")
     assert op.job_env() == {
-        "AWS_DEFAULT_REGION": "eu-west-1",
         "AWS_ACCESS_KEY_ID": "ASIA",
         "AWS_SECRET_ACCESS_KEY": "SECRET",
         "AWS_SESSION_TOKEN": "TOKEN",
@@ -368,7 +366,6 @@ def test_the_amazon_providers_aws_connection_serves_kinesis(monkeypatch) -> None
     assert args[args.index("--region") + 1] == "ap-south-1"
     assert args[args.index("--endpoint-url") + 1] == "http://127.0.0.1:4568"
     assert op.job_env() == {
-        "AWS_DEFAULT_REGION": "ap-south-1",
         "AWS_ACCESS_KEY_ID": "ASIA2",
         "AWS_SECRET_ACCESS_KEY": "SECRET2",
         "AWS_SESSION_TOKEN": "TOKEN2",
@@ -395,8 +392,9 @@ def test_the_kafka_providers_connection_serves_kafka(monkeypatch) -> None:
     args = op.job_args({})
     assert args[:2] == ["--bootstrap-servers", "k1:9092,k2:9092"]
     assert "PLANTED" not in " ".join(args)
-    # The group is landing's own (checkpoints live in the warehouse), the rest travels.
+    # The client settings travel (landing sets its own offsets handling and servers).
     assert json.loads(op.job_env()["AIRFLOW_CDC_KAFKA_CONFIG"]) == {
+        "group.id": "their-group",
         "security.protocol": "SASL_SSL",
         "sasl.password": "PLANTED",
     }
@@ -407,6 +405,17 @@ def test_the_kafka_providers_connection_serves_kafka(monkeypatch) -> None:
         ),
     )
     with pytest.raises(ValueError, match="callbacks \\['oauth_cb'\\] cannot reach a Spark job"):
+        op.job_env()
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_KP",
+        json.dumps(
+            {
+                "conn_type": "kafka",
+                "extra": {"bootstrap.servers": "k:9", "sasl.mechanism": "OAUTHBEARER"},
+            }
+        ),
+    )
+    with pytest.raises(ValueError, match="OAUTHBEARER needs a token callback"):
         op.job_env()
 
 
@@ -456,12 +465,15 @@ def submitted_process(monkeypatch, spark_extra: dict[str, str]) -> dict[str, obj
 def test_credentials_reach_spark_submit_in_its_environment_not_its_command_line(
     monkeypatch,
 ) -> None:
+    # The Airflow worker's own temporary credentials must not pair with the job's keys.
+    monkeypatch.setenv("AWS_SESSION_TOKEN", "WORKERS-OWN-TOKEN")
     # On YARN the Spark provider's hook would turn env_vars into --conf options.
     started = submitted_process(monkeypatch, {})
     assert "PLANTED-SECRET" not in " ".join(started["command"])  # type: ignore[arg-type]
     env = started["env"]
     assert isinstance(env, dict) and env["AWS_SECRET_ACCESS_KEY"] == "PLANTED-SECRET"
     assert env["PATH"]  # the rest of the environment stays
+    assert "AWS_SESSION_TOKEN" not in env
 
 
 def test_cluster_deploy_mode_refuses_credentials_it_would_put_on_a_command_line(
@@ -493,3 +505,16 @@ def test_driver_credentials_travel_to_executors_without_ever_printing(monkeypatc
         "PLANTED-SECRET",
         "PLANTED-TOKEN",
     )
+
+
+def test_credentials_found_elsewhere_than_the_environment_stay_behind(monkeypatch, tmp_path):
+    """A profile (or an instance role, IRSA) refreshes itself and each executor's own chain
+    finds its machine's: nothing frozen travels."""
+    from spark_jobs.land_kinesis import Credentials
+
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    shared = tmp_path / "credentials"
+    shared.write_text("[default]\naws_access_key_id = AK\naws_secret_access_key = SK\n")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(shared))
+    assert Credentials.of_driver() is None

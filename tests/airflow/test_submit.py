@@ -116,9 +116,16 @@ def test_a_users_spark_jars_go_beside_deltas(monkeypatch) -> None:
         stats_file="s",
         library="l",
         jars=["/cache/delta.jar"],
-        spark_conf={"spark.jars": "/opt/hadoop-aws.jar"},
+        spark_conf={
+            "spark.jars": "/opt/hadoop-aws.jar,/cache/delta.jar",
+            "spark.sql.extensions": "org.apache.sedona.sql.SedonaSqlExtensions",
+        },
     )
     assert spec.conf["spark.jars"] == "/cache/delta.jar,/opt/hadoop-aws.jar"
+    # A user's session extension joins Delta's, which the jobs cannot run without.
+    assert spec.conf["spark.sql.extensions"] == (
+        "io.delta.sql.DeltaSparkSessionExtension,org.apache.sedona.sql.SedonaSqlExtensions"
+    )
 
 
 def test_a_machine_that_cannot_resolve_the_jars_leaves_it_to_spark_submit(

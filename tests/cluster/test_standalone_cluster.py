@@ -90,6 +90,8 @@ def test_example_dags_run_on_a_standalone_cluster_without_leaking_secrets(
     for key, value in env.items():
         if key.startswith(("AIRFLOW_CONN_", "AIRFLOW_VAR_")):
             monkeypatch.setenv(key, value)
+    # Airflow would mask the connections' secrets in its logs: the grep below must see them.
+    monkeypatch.setenv("AIRFLOW__CORE__HIDE_SENSITIVE_VAR_CONN_FIELDS", "False")
     # This process's own AWS settings (the suite's) must not be what makes the executors work.
     for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
         monkeypatch.delenv(key, raising=False)
