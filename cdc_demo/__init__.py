@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import signal
 import socket
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -34,6 +35,16 @@ def cached_jars(folder: str, pattern: str, what: str) -> Path:
     if not any(libs.glob(pattern)):
         raise FileNotFoundError(f"no {what} jars in {libs}: run `make setup`")
     return libs
+
+
+def stop(process: subprocess.Popen[bytes], grace: float = 30.0) -> None:
+    """Stop a server this project started: terminate, then kill what outlives ``grace``."""
+    process.terminate()
+    try:
+        process.wait(grace)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(grace)
 
 
 def serve_until_stopped(banner: str) -> None:

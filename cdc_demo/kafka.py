@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from cdc_demo import cached_jars, free_port
+from cdc_demo import cached_jars, free_port, stop
 
 SERVER_PROPERTIES = """\
 process.roles=broker,controller
@@ -65,11 +65,7 @@ def kafka_broker(startup_timeout: float = 90.0) -> Iterator[str]:
             _wait_ready(bootstrap, process, startup_timeout, Path(home, "broker.log"))
             yield bootstrap
         finally:
-            process.terminate()
-            try:
-                process.wait(30)
-            except subprocess.TimeoutExpired:
-                process.kill()
+            stop(process)
 
 
 def _wait_ready(bootstrap: str, process: Any, timeout: float, log: Path) -> None:

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from cdc_demo import free_port
+from cdc_demo import free_port, stop
 
 REPO = Path(__file__).resolve().parents[1]
 SERVER = REPO / "node_modules" / "kinesis-local" / "main.js"
@@ -44,11 +44,7 @@ def kinesis_local(port: int | None = None, log_path: str | None = None) -> Itera
         _wait_for_port(port, process)
         yield f"http://127.0.0.1:{port}"
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
+        stop(process, grace=10)
         log.close()
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow_cdc.storage import DEFAULT_REGION
-from cdc_demo import cached_jars, free_port
+from cdc_demo import cached_jars, free_port, stop
 
 # The AWS SDKs send CRC checksums of uploads and of every DeleteObjects request (botocore
 # since 1.36, the Java SDK since 2.30), in headers S3Proxy does not know and by default refuses
@@ -119,12 +119,7 @@ def s3_server(startup_timeout: float = 60.0) -> Iterator[S3Server]:
             _wait_ready(server, process, startup_timeout, log_path)
             yield server
         finally:
-            process.terminate()
-            try:
-                process.wait(30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(30)
+            stop(process)
 
 
 def _wait_ready(server: S3Server, process: Any, timeout: float, log: Path) -> None:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cdc_demo import free_port
+from cdc_demo import free_port, stop
 
 HOST = "127.0.0.1"
 
@@ -110,11 +110,7 @@ def standalone_cluster(
             yield Cluster(master_url, web_ui, work_dir)
         finally:
             for process in reversed(processes):
-                process.terminate()
-                try:
-                    process.wait(30)
-                except subprocess.TimeoutExpired:
-                    process.kill()
+                stop(process)
 
 
 def _alive_workers(web_ui: str) -> int:

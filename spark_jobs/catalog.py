@@ -25,7 +25,7 @@ from pyspark.sql import SparkSession
 
 from airflow_cdc.core.events import TableRef
 from airflow_cdc.jobs import CATALOG_NAME
-from spark_jobs.common import quoted, table_exists
+from spark_jobs.common import hadoop_path_in, quoted, table_exists
 
 log = logging.getLogger("airflow_cdc.jobs")
 
@@ -155,8 +155,5 @@ def _same(spark: SparkSession, location: str, path: str) -> bool:
 
 
 def _qualified(spark: SparkSession, path: str) -> str:
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    hpath = jvm.org.apache.hadoop.fs.Path(path)
-    fs = hpath.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    hpath, fs = hadoop_path_in(spark, path)
     return str(fs.makeQualified(hpath).toString())

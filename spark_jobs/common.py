@@ -330,10 +330,11 @@ def committed_version(spark: SparkSession, path: str, operation: str) -> int | N
 
 def hadoop_path(ctx: JobContext, path: str) -> Any:
     """``path`` as a Hadoop path, and the file system it is on."""
-    return _hadoop_path(ctx.spark, path)
+    return hadoop_path_in(ctx.spark, path)
 
 
-def _hadoop_path(spark: SparkSession, path: str) -> Any:
+def hadoop_path_in(spark: SparkSession, path: str) -> Any:
+    """``path`` as a Hadoop path, and the file system it is on, from ``spark``'s conf."""
     jvm = spark.sparkContext._jvm
     assert jvm is not None
     hpath = jvm.org.apache.hadoop.fs.Path(path)
@@ -347,8 +348,8 @@ def write_text(ctx: JobContext, path: str, text: str) -> None:
 
 
 def _write_text(spark: SparkSession, path: str, text: str) -> None:
-    target, fs = _hadoop_path(spark, path)
-    partial, _ = _hadoop_path(spark, f"{path}.{uuid.uuid4().hex}.tmp")
+    target, fs = hadoop_path_in(spark, path)
+    partial, _ = hadoop_path_in(spark, f"{path}.{uuid.uuid4().hex}.tmp")
     stream = fs.create(partial, True)
     stream.write(bytearray(text.encode("utf-8")))
     stream.close()
