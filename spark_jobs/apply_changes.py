@@ -57,6 +57,7 @@ from spark_jobs.common import (
 )
 from spark_jobs.ledger import CONTROL, QUARANTINED, Outcomes, union_all
 from spark_jobs.parse import parse_records
+from spark_jobs.session import fit_codegen
 
 log = logging.getLogger("airflow_cdc.jobs")
 JOB_NAME = "apply_changes"
@@ -116,6 +117,12 @@ def batch_records(ctx: JobContext, source: str) -> DataFrame:
         & (F.col("batch_id") == ctx.batch_id)
         & (F.col("kind") == RECORD)
     )
+
+
+def batch_size(ctx: JobContext, source: str) -> int:
+    """Rows of the batch's partition of the raw table (records and landing markers)."""
+    raw = ctx.spark.read.format("delta").load(ctx.warehouse.raw)
+    return raw.where((F.col("source") == source) & (F.col("batch_id") == ctx.batch_id)).count()
 
 
 def final_ids(ctx: JobContext, source: str, batches: list[str]) -> DataFrame | None:
@@ -515,6 +522,7 @@ def replay_quarantine(ctx: JobContext, args: Any, specs: list[TableSpec]) -> dic
     stats["replay"] = replay
     if records is None or records.isEmpty():
         return finish(ctx, args, specs, stats)
+    stats["interpreted"] = fit_codegen(ctx.spark, records.count())
     outcomes = Outcomes(source, JOB_NAME, ctx.run_id)
     record_limits = RecordLimits(args.max_fragments_per_image, args.max_number_length)
     parsed = parse_records(records, args.format, record_limits)
@@ -588,6 +596,7 @@ def run(ctx: JobContext, args: Any) -> dict[str, Any]:
         write_stats(args.stats_file, stats)
         return stats
     records = batch_records(ctx, source)
+    stats["interpreted"] = fit_codegen(ctx.spark, batch_size(ctx, source))
     done = final_ids(ctx, source, [ctx.batch_id])
     todo = records if done is None else records.join(done, "record_id", "left_anti")
     holding = None

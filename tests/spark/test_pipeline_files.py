@@ -10,19 +10,28 @@ from typing import Any
 import pytest
 
 from cdc_demo.dsql_stream import differences, envelope, generate, write_ndjson
-from spark_jobs import apply_changes
+from spark_jobs import apply_changes, session
 from spark_jobs.ledger import current_status
 from tests.spark.pipeline import land_dump, live_rows, process
 
 pytestmark = pytest.mark.spark
 
 
-def test_dump_to_tables_matches_the_generator(spark: Any, warehouse: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("compiled", [False, True], ids=["interpreted", "compiled"])
+def test_dump_to_tables_matches_the_generator(
+    spark: Any, warehouse: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, compiled: bool
+) -> None:
+    """Either way Spark evaluates the batch (a small batch runs interpreted, a large one
+    compiled: :func:`spark_jobs.session.fit_codegen`), the tables are the generator's."""
+    if compiled:
+        monkeypatch.setattr(session, "INTERPRETED_BELOW", 0)
     stream = generate(600, seed=11)
     write_ndjson(stream.deliveries, str(tmp_path / "dump"), files=3)
     landed = land_dump(warehouse, str(tmp_path / "dump"), "b1")
     assert landed["landed"] == len(stream.deliveries)
     stats = process(warehouse, "b1")
+    assert stats["apply"]["interpreted"] is not compiled
+    assert spark.conf.get("spark.sql.codegen.wholeStage") == str(compiled).lower()
     for table in ("customers", "order_items"):
         assert differences(stream, table, live_rows(spark, warehouse, table)) == []
     accounting = stats["apply"]["accounting"]
