@@ -42,6 +42,7 @@ from spark_jobs.common import (
     table_exists,
     write_text,
 )
+from spark_jobs.session import fit_codegen
 
 MAX_WAVES = 32
 # A landing run's staging directory older than this belongs to a run that died.
@@ -183,6 +184,7 @@ def commit(
         counted = records.groupBy("shard_id").agg(F.count(F.lit(1)).alias("n")).collect()
         per_shard = {r["shard_id"]: int(r["n"]) for r in counted}
         landed = sum(per_shard.values())
+        fit_codegen(ctx.spark, landed)
         # One progress row per known shard, as this run leaves it: the newest run's rows are
         # the whole checkpoint (a shard read without a new marker keeps its horizon).
         checkpoint = _progress_rows(ctx, source, progress, land_seq, run)
