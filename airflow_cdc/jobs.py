@@ -18,6 +18,7 @@ import sys
 import zipfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import airflow_cdc
 from airflow_cdc.core.events import TableRef
@@ -272,3 +273,24 @@ def library_archive() -> Path:
                 archive.write(path, str(path.relative_to(_REPO_ROOT)))
         partial.replace(target)
     return target
+
+
+# The keys of a reader's report of how far it stopped behind its shard's tip.
+OFFSETS_BEHIND = "offsets_behind"  # a Kafka partition: offsets from the last landed to its end
+MILLIS_BEHIND = "millis_behind_latest"  # a Kinesis shard: its last page's MillisBehindLatest
+
+# How far a shard's reader stopped from the tip of its shard, in the source's own unit (its
+# report's key, and how a log line says it).
+TIP_UNITS = {OFFSETS_BEHIND: "offsets", MILLIS_BEHIND: "ms"}
+
+
+def describe_shard(shard: str, done: dict[str, Any]) -> str:
+    """One log line's words for a shard's entry in a landing job's counts (its ``shards``)."""
+    tip = "".join(
+        f", {done[key]} {unit} behind the tip" for key, unit in TIP_UNITS.items() if key in done
+    )
+    return (
+        f"{shard}: {done.get('landed')} records landed, newest change {done.get('horizon_ts')}"
+        f" ({done.get('behind_seconds')} s behind now){tip}"
+        + (", closed" if done.get("closed") else "")
+    )

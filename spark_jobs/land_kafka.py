@@ -30,7 +30,7 @@ from typing import Any
 from airflow_cdc.core.events import Message
 from airflow_cdc.core.formats import IN_BAND_RESOLVED, resolved_marker
 from airflow_cdc.core.ordering import pad_decimal
-from airflow_cdc.jobs import KAFKA_CONFIG_ENV
+from airflow_cdc.jobs import KAFKA_CONFIG_ENV, OFFSETS_BEHIND
 from spark_jobs.common import base_parser, log, start, write_stats
 from spark_jobs.landing import (
     ShardTask,
@@ -159,6 +159,8 @@ class KafkaPartitionReader:
         else:
             horizon = self.planned_at if caught_up else None
         final = None if last is None else str(last)
+        following = first if last is None else last + 1
+        behind = 0 if caught_up else max(0, high - following)
         yield progress_row(
             self.source,
             task.shard_id,
@@ -166,6 +168,7 @@ class KafkaPartitionReader:
             None if final is None else pad_decimal(final, OFFSET_WIDTH),
             False,
             horizon,
+            {OFFSETS_BEHIND: behind},
         )
 
     def _record(self, shard: str, topic: str, message: Any) -> tuple[tuple[Any, ...], int | None]:

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from airflow_cdc.core.ordering import kinesis_sequence_key
+from airflow_cdc.jobs import MILLIS_BEHIND
 from spark_jobs.common import base_parser, start, write_stats
 from spark_jobs.landing import (
     ShardTask,
@@ -119,7 +120,7 @@ class KinesisShardReader:
         last = task.after_sequence
         last_arrival: dt.datetime | None = None
         iterator = self._iterator(client, task.shard_id, last)
-        read, closed, horizon = 0, False, None
+        read, closed, horizon, behind = 0, False, None, None
         while True:
             asked_at = dt.datetime.now(dt.UTC)
             try:
@@ -141,6 +142,7 @@ class KinesisShardReader:
                     last_arrival,
                     record["Data"],
                 )
+            behind = page.get("MillisBehindLatest", behind)
             iterator = page.get("NextShardIterator")
             if iterator is None:
                 closed, horizon = True, last_arrival or asked_at
@@ -160,6 +162,7 @@ class KinesisShardReader:
             kinesis_sequence_key(last) if last else None,
             closed,
             horizon,
+            None if behind is None else {MILLIS_BEHIND: int(behind)},
         )
 
     def _iterator(self, client: Any, shard_id: str, after: str | None) -> str:

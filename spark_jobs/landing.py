@@ -27,6 +27,7 @@ from pyspark.sql import functions as F
 
 from airflow_cdc.core.formats import IN_BAND_RESOLVED
 from airflow_cdc.core.resolved import ShardProgress, resolved_timestamp
+from airflow_cdc.jobs import TIP_UNITS, describe_shard
 from spark_jobs.common import (
     COMMIT_CONFLICTS,
     PROGRESS,
@@ -128,6 +129,7 @@ def land(
     staging = ctx.warehouse.staging(source, dated_name())
     finished = {s for s, c in checkpoints.items() if c.closed}
     progress = dict(checkpoints)
+    tips: dict[str, dict[str, int]] = {}
     waiting = [t for t in tasks if t.reopen or t.shard_id not in finished]
     waves = 0
     while waiting and waves < MAX_WAVES:
@@ -136,7 +138,8 @@ def land(
             break
         waves += 1
         _read_wave(ctx, ready, reader, f"{staging}/wave={waves}", source, land_seq, run)
-        for row in _wave_progress(ctx, f"{staging}/wave={waves}"):
+        for row, tip in _wave_progress(ctx, f"{staging}/wave={waves}"):
+            tips[row.shard_id] = tip
             before = progress.get(row.shard_id)
             if before is not None and before.horizon_us is not None:
                 # A shard's horizon only moves forward: its newest marker ever landed.
@@ -153,7 +156,7 @@ def land(
     # FileNotFoundException's stack trace in every healthy run.
     read = [f"{staging}/wave={wave}" for wave in range(1, waves + 1)]
     staged = ctx.spark.read.schema(RAW_SCHEMA).parquet(*read) if read else None
-    stats = commit(ctx, source, tasks, staged, progress, land_seq, lateness_us, run)
+    stats = commit(ctx, source, tasks, staged, progress, land_seq, lateness_us, run, tips)
     if waves:
         delete_path(ctx, staging)
     stats.update(waves=waves, shards_pending=sorted(t.shard_id for t in waiting))
@@ -169,6 +172,7 @@ def commit(
     land_seq: int,
     lateness_us: int,
     run: str,
+    tips: dict[str, dict[str, int]] | None = None,
 ) -> dict[str, Any]:
     """Append what a run read (records, then one progress row per shard read) with the
     carried progress of the other shards, in one idempotent Delta commit; then record the
@@ -228,16 +232,9 @@ def commit(
         },
     }
     write_text(ctx, ctx.warehouse.resolved_file(source), json.dumps(state, indent=2))
-    shards = shard_report(tasks, progress, per_shard, time.time())
+    shards = shard_report(tasks, progress, per_shard, time.time(), tips or {})
     for shard, done in shards.items():
-        log.info(
-            "shard %s: %d records landed, newest change %s (%s s behind now)%s",
-            shard,
-            done["landed"],
-            done["horizon_ts"],
-            done["behind_seconds"],
-            ", closed" if done["closed"] else "",
-        )
+        log.info("shard %s", describe_shard(shard, done))
     return {
         "job": ctx.job,
         "source": source,
@@ -251,11 +248,17 @@ def commit(
 
 
 def shard_report(
-    tasks: list[ShardTask], progress: dict[str, Checkpoint], landed: dict[str, int], now: float
+    tasks: list[ShardTask],
+    progress: dict[str, Checkpoint],
+    landed: dict[str, int],
+    now: float,
+    tips: dict[str, dict[str, int]] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Per shard (or partition) read this run: the records it landed, the newest change
     time read from it (its horizon) and how far that lies behind ``now`` (whole seconds;
-    ``None`` before any marker), and whether the shard is closed."""
+    ``None`` before any marker), whether the shard is closed, and, where its reader knows,
+    how far the run stopped behind the shard's tip (``tips``: a Kafka partition's offsets
+    to its end, a Kinesis shard's ``MillisBehindLatest``)."""
     report: dict[str, dict[str, Any]] = {}
     for task in tasks:
         checkpoint = progress.get(task.shard_id)
@@ -268,6 +271,7 @@ def shard_report(
             "horizon_ts": _iso(horizon),
             "behind_seconds": behind,
             "closed": checkpoint.closed,
+            **(tips or {}).get(task.shard_id, {}),
         }
     return report
 
@@ -363,20 +367,35 @@ def _read_wave(
     log.info("landed wave of %d shards into staging", len(tasks))
 
 
-def _wave_progress(ctx: JobContext, path: str) -> list[Checkpoint]:
+def _wave_progress(ctx: JobContext, path: str) -> list[tuple[Checkpoint, dict[str, int]]]:
+    """Each shard's checkpoint as a wave's reader left it, with the reader's report of how
+    far it stopped behind the shard's tip (see :func:`progress_row`)."""
     rows = (
         ctx.spark.read.schema(RAW_SCHEMA)
         .parquet(path)
         .where(F.col("kind") == PROGRESS)
-        .select("shard_id", "sequence_number", "shard_closed", "horizon_ts")
+        .select("shard_id", "sequence_number", "shard_closed", "horizon_ts", "data")
         .collect()
     )
     return [
-        Checkpoint(
-            r["shard_id"], r["sequence_number"], bool(r["shard_closed"]), to_micros(r["horizon_ts"])
+        (
+            Checkpoint(
+                r["shard_id"],
+                r["sequence_number"],
+                bool(r["shard_closed"]),
+                to_micros(r["horizon_ts"]),
+            ),
+            _tip_report(r["data"]),
         )
         for r in rows
     ]
+
+
+def _tip_report(data: bytes | None) -> dict[str, int]:
+    if not data:
+        return {}
+    report = json.loads(bytes(data))
+    return {k: int(v) for k, v in report.items() if k in TIP_UNITS and v is not None}
 
 
 def progress_row(
@@ -386,8 +405,12 @@ def progress_row(
     seq_key: str | None,
     closed: bool,
     horizon: dt.datetime | None,
+    tip: dict[str, int] | None = None,
 ) -> tuple[Any, ...]:
-    """The checkpoint row a reader yields last (record_id, stream ... horizon_ts)."""
+    """The checkpoint row a reader yields last (record_id, stream ... horizon_ts). ``tip``,
+    how far the reader stopped behind the shard's tip (:data:`OFFSETS_BEHIND` or
+    :data:`MILLIS_BEHIND`), rides in the row's ``data`` to the driver: a wave's progress rows
+    stay in staging (the committed checkpoint rows are written afresh, without it)."""
     return (
         f"progress:{stream}/{shard_id}/{uuid.uuid4().hex}",
         stream,
@@ -396,7 +419,7 @@ def progress_row(
         seq_key,
         None,
         None,
-        None,
+        json.dumps(tip).encode() if tip else None,
         None,
         PROGRESS,
         closed,

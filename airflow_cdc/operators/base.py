@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import fsspec
 from airflow.sdk import BaseHook, BaseOperator, BaseOperatorLink, Context
 
-from airflow_cdc.jobs import bookkeeping_location, ensure_jars, library_archive
+from airflow_cdc.jobs import bookkeeping_location, describe_shard, ensure_jars, library_archive
 from airflow_cdc.lineage import operator_lineage, spark_conf_with_parent_job
 from airflow_cdc.links import SparkMasterLink
 from airflow_cdc.submit import SubmitSpec, check_version, job_spec
@@ -109,14 +109,7 @@ class SparkJobOperator(BaseOperator):
         self.run_stats = stats
         self.log.info("%s counts: %s", self.job, json.dumps(stats, sort_keys=True))
         for shard, done in sorted((stats.get("shards") or {}).items()):
-            self.log.info(
-                "shard %s: %s records landed, newest change %s (%s s behind)%s",
-                shard,
-                done.get("landed"),
-                done.get("horizon_ts"),
-                done.get("behind_seconds"),
-                ", closed" if done.get("closed") else "",
-            )
+            self.log.info("shard %s", describe_shard(shard, done))
         accounting = stats.get("accounting")
         if accounting:
             self.log.info(

@@ -80,3 +80,42 @@ def test_kafka_partitions_land_exactly_once_and_apply(
         k: (v["name"], v["qty"]) for k, v in stream.expected.items()
     }
     assert stats["apply"]["accounting"]["unprocessed"] == 0
+
+
+def test_a_capped_run_reports_the_offsets_it_left_behind_the_tip(
+    spark: Any, tmp_path: Path, kafka_bootstrap: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    topic = "lagging"
+    create_topic(kafka_bootstrap, topic, 2)
+    sent = {0: 12, 1: 3}
+    produce(
+        kafka_bootstrap,
+        [
+            {"topic": topic, "partition": p, "key": f"k{i}", "value": f'{{"n": {i}}}'}
+            for p, count in sent.items()
+            for i in range(count)
+        ],
+    )
+    warehouse = str(tmp_path / "warehouse")
+
+    def run(batch: str, cap: int) -> dict[str, Any]:
+        return land_kafka.main(
+            [
+                *("--warehouse", warehouse, "--batch-id", batch),
+                *("--bootstrap-servers", kafka_bootstrap, "--topic", topic),
+                *("--max-records-per-partition", str(cap)),
+            ]
+        )
+
+    caplog.set_level("INFO", logger="airflow_cdc.jobs")
+    capped = run("b1", 5)
+    # Partition 0 stopped 7 offsets short of its end; partition 1 read to its end.
+    assert {s: d["offsets_behind"] for s, d in capped["shards"].items()} == {
+        f"{topic}/0": 7,
+        f"{topic}/1": 0,
+    }
+    assert f"{topic}/0: 5 records landed" in caplog.text
+    assert "7 offsets behind the tip" in caplog.text
+    rest = run("b2", 100)
+    assert rest["landed"] == 7
+    assert {d["offsets_behind"] for d in rest["shards"].values()} == {0}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import time
 from typing import Any
 
 import pytest
@@ -9,6 +11,8 @@ import pytest
 from cdc_demo import kinesis
 from cdc_demo.dsql_stream import TABLES, differences, generate
 from spark_jobs import land_kinesis
+from spark_jobs.land_kinesis import KinesisShardReader
+from spark_jobs.landing import ShardTask
 from tests.spark.pipeline import live_rows, process
 
 pytestmark = pytest.mark.spark
@@ -70,6 +74,8 @@ def test_resharding_loses_nothing_and_keeps_order(
         .collect()
     }
     assert {s: d["landed"] for s, d in per_shard.items() if d["landed"]} == by_shard
+    # Every open shard was read to its tip.
+    assert {d["millis_behind_latest"] for d in per_shard.values() if not d["closed"]} == {0}
 
     records = raw_records(spark, warehouse)
     assert records.count() == len(stream.deliveries)
@@ -109,3 +115,25 @@ def test_sequence_numbers_are_kept_as_decimal_strings(
     for row in rows:
         assert int(row["sequence_number"]) > 2**63  # beyond int64, kept exact
         assert row["seq_key"].lstrip("0") == row["sequence_number"]
+
+
+def test_a_reader_stopped_by_its_cap_reports_how_far_behind_the_tip_it_is(
+    kinesis_endpoint: str,
+) -> None:
+    """The shard's ``MillisBehindLatest`` (kinesis-local computes it from arrival times)
+    rides on the reader's progress row to the driver."""
+    client = kinesis.client(kinesis_endpoint)
+    kinesis.create_stream(client, "tip", shards=1)
+    kinesis.put(client, "tip", ['{"type": "full"}'] * 20)
+    time.sleep(1.2)  # the later records arrive a second after the first page's
+    kinesis.put(client, "tip", ['{"type": "full"}'] * 5)
+    shard = client.list_shards(StreamName="tip")["Shards"][0]["ShardId"]
+
+    def tip(cap: int) -> tuple[int, dict[str, int]]:
+        reader = KinesisShardReader("tip", kinesis_endpoint, "us-east-1", cap, page_size=10)
+        *records, progress = reader(ShardTask(shard, None))
+        return len(records), json.loads(progress[7])
+
+    landed, capped = tip(10)
+    assert landed == 10 and capped["millis_behind_latest"] >= 1000
+    assert tip(100) == (25, {"millis_behind_latest": 0})
