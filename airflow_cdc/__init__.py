@@ -59,6 +59,7 @@ def get_provider_info() -> dict[str, Any]:
         "extra-links": [
             "airflow_cdc.links.DeltaTableLink",
             "airflow_cdc.links.SparkMasterLink",
+            "airflow_cdc.links.SparkApplicationLink",
         ],
         "hooks": [
             {

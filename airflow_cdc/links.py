@@ -1,10 +1,14 @@
-"""Extra links on the operators' task pages: the Delta tables a task writes, and the Spark
-master's web UI where the task's Spark connection names a standalone master."""
+"""Extra links on the operators' task pages: the Delta tables a task writes, and, where the
+task's Spark connection names a standalone master, the master's web UI and the page it keeps
+for the task's Spark application (running or completed).
+
+A master whose web UI is not at ``http://<master host>:8080`` is named by the connection's
+extra, ``{"master-ui": "http://spark-master.internal:8080"}``."""
 
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 from airflow.sdk import BaseOperatorLink
 
@@ -48,6 +52,29 @@ class DeltaTableLink(BaseOperatorLink):
         return location_uri(table_location(operator.warehouse, specs[0].table))
 
 
+# The Spark connection's extra that names the master's web UI.
+MASTER_UI_EXTRA = "master-ui"
+
+
+def connection_master_ui(conn_id: str) -> str:
+    """The web UI of the standalone master the Spark connection ``conn_id`` names (its
+    ``master-ui`` extra, else :func:`master_ui` of its host); empty for any other master or
+    an unknown connection."""
+    from airflow.sdk import BaseHook
+
+    try:
+        conn = BaseHook.get_connection(conn_id)
+    except Exception:  # an unknown connection has no link, not a failed task page
+        return ""
+    master = conn.host or ""
+    if conn.port and master.startswith("spark://") and ":" not in master[len("spark://") :]:
+        master = f"{master}:{conn.port}"
+    if not master.startswith("spark://"):
+        return ""
+    given = conn.extra_dejson.get(MASTER_UI_EXTRA)
+    return str(given).rstrip("/") if given else master_ui(master)
+
+
 class SparkMasterLink(BaseOperatorLink):
     """The Spark master's web UI, where the task's Spark connection names a standalone
     master (its applications, running and completed, are listed there)."""
@@ -55,13 +82,18 @@ class SparkMasterLink(BaseOperatorLink):
     name = "Spark master"
 
     def get_link(self, operator: Any, *, ti_key: Any) -> str:
-        from airflow.sdk import BaseHook
+        return connection_master_ui(operator.spark_conn_id)
 
-        try:
-            conn = BaseHook.get_connection(operator.spark_conn_id)
-        except Exception:  # an unknown connection has no link, not a failed task page
-            return ""
-        master = conn.host or ""
-        if conn.port and master.startswith("spark://") and ":" not in master[len("spark://") :]:
-            master = f"{master}:{conn.port}"
-        return master_ui(master)
+
+class SparkApplicationLink(BaseOperatorLink):
+    """The master's page for the Spark application the task ran (its executors, their logs),
+    once the task has run it on a standalone master: the job names its application in its
+    counts, and Airflow resolves the link as the task finishes."""
+
+    name = "Spark application"
+
+    def get_link(self, operator: Any, *, ti_key: Any) -> str:
+        stats = getattr(operator, "run_stats", None) or {}
+        application = stats.get("application_id")
+        ui = connection_master_ui(operator.spark_conn_id) if application else ""
+        return f"{ui}/app/?appId={quote(str(application))}" if ui else ""

@@ -237,10 +237,12 @@ def write_stats(path: str | None, stats: dict[str, Any]) -> None:
     """Print the run's counts and write them where the operator picks them up for XCom: a
     file in the warehouse (any Hadoop file system), so that it reaches the operator however
     far the driver runs from it."""
+    spark = SparkSession.getActiveSession()
+    if spark is not None:  # the application the run was: its page on the master's web UI
+        stats.setdefault("application_id", spark.sparkContext.applicationId)
     text = json.dumps(stats, sort_keys=True, default=str)
     print(f"airflow-cdc stats: {text}")
     if path:
-        spark = SparkSession.getActiveSession()
         if spark is None:
             raise RuntimeError("the job's counts are written through its Spark session")
         _write_text(spark, path, text)

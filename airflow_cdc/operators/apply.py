@@ -31,7 +31,7 @@ from airflow_cdc.lineage import (
     schema_facet,
     version_facet,
 )
-from airflow_cdc.links import DeltaTableLink, SparkMasterLink
+from airflow_cdc.links import DeltaTableLink, SparkApplicationLink, SparkMasterLink
 from airflow_cdc.operators.base import SparkJobOperator
 from airflow_cdc.settings import chosen
 
@@ -110,7 +110,7 @@ class ApplyChangesOperator(SparkJobOperator):
         :class:`~airflow_cdc.operators.maintain.CdcMaintenanceOperator`.
     """
 
-    operator_extra_links = (SparkMasterLink(), DeltaTableLink())
+    operator_extra_links = (SparkApplicationLink(), SparkMasterLink(), DeltaTableLink())
 
     job = "apply_changes"
     template_fields: Sequence[str] = (

@@ -13,7 +13,7 @@ from airflow.sdk import BaseHook, BaseOperator, BaseOperatorLink, Context
 
 from airflow_cdc.jobs import bookkeeping_location, describe_shard, ensure_jars, library_archive
 from airflow_cdc.lineage import operator_lineage, spark_conf_with_parent_job
-from airflow_cdc.links import SparkMasterLink
+from airflow_cdc.links import SparkApplicationLink, SparkMasterLink
 from airflow_cdc.submit import SubmitSpec, check_version, job_spec
 
 if TYPE_CHECKING:
@@ -40,7 +40,7 @@ class SparkJobOperator(BaseOperator):
     """
 
     job: ClassVar[str]
-    operator_extra_links: Sequence[BaseOperatorLink] = (SparkMasterLink(),)
+    operator_extra_links: Sequence[BaseOperatorLink] = (SparkApplicationLink(), SparkMasterLink())
     template_fields: Sequence[str] = ("warehouse", "batch_id", "spark_conf")
     ui_color = "#e8f4ea"
 

@@ -16,7 +16,7 @@ from airflow_cdc.jobs import (
     table_location,
 )
 from airflow_cdc.lineage import location_inputs, location_outputs
-from airflow_cdc.links import DeltaTableLink, SparkMasterLink
+from airflow_cdc.links import DeltaTableLink, SparkApplicationLink, SparkMasterLink
 from airflow_cdc.operators.base import SparkJobOperator
 from airflow_cdc.settings import chosen
 
@@ -57,7 +57,7 @@ class CdcMaintenanceOperator(SparkJobOperator):
         below it Delta's 1 GiB files leave a MERGE little to skip).
     """
 
-    operator_extra_links = (SparkMasterLink(), DeltaTableLink())
+    operator_extra_links = (SparkApplicationLink(), SparkMasterLink(), DeltaTableLink())
 
     job = "maintain"
     template_fields: Sequence[str] = (*SparkJobOperator.template_fields, "source", "ddl")

@@ -89,25 +89,47 @@ def test_example_dags_declare_the_tables_their_demo_streams_write() -> None:
         assert {(s.table.schema, s.table.name) for s in parse_tables(ddl)} == tables
 
 
-def test_extra_links_name_the_table_and_a_standalone_master(monkeypatch: Any) -> None:
+def test_extra_links_name_the_table_a_standalone_master_and_the_application(
+    monkeypatch: Any,
+) -> None:
     import json
 
-    from airflow_cdc.links import DeltaTableLink, SparkMasterLink
+    from airflow_cdc.links import DeltaTableLink, SparkApplicationLink, SparkMasterLink
     from airflow_cdc.operators.apply import ApplyChangesOperator
 
     ddl = "CREATE TABLE shop.orders (id bigint PRIMARY KEY); CREATE TABLE t (id int PRIMARY KEY)"
     op = ApplyChangesOperator(
         task_id="a", warehouse="s3a://lake/wh", source="s", ddl=ddl, spark_conn_id="cluster"
     )
-    assert {type(link) for link in op.operator_extra_links} == {DeltaTableLink, SparkMasterLink}
+    assert {type(link) for link in op.operator_extra_links} == {
+        DeltaTableLink,
+        SparkMasterLink,
+        SparkApplicationLink,
+    }
     assert DeltaTableLink().get_link(op, ti_key=None) == "s3://lake/wh/shop/orders"
     cluster = {"conn_type": "spark", "host": "spark://10.0.0.5", "port": 7077}
     monkeypatch.setenv("AIRFLOW_CONN_CLUSTER", json.dumps(cluster))
     assert SparkMasterLink().get_link(op, ti_key=None) == "http://10.0.0.5:8080"
+    assert SparkApplicationLink().get_link(op, ti_key=None) == ""  # not run yet
+    op.run_stats = {"application_id": "app-20260101010000-0007", "landed": 3}
+    assert (
+        SparkApplicationLink().get_link(op, ti_key=None)
+        == "http://10.0.0.5:8080/app/?appId=app-20260101010000-0007"
+    )
+    # A master whose UI listens elsewhere is named by the connection.
+    ui = {**cluster, "extra": {"master-ui": "https://spark.example.com/ui/"}}
+    monkeypatch.setenv("AIRFLOW_CONN_CLUSTER", json.dumps(ui))
+    assert SparkMasterLink().get_link(op, ti_key=None) == "https://spark.example.com/ui"
+    assert (
+        SparkApplicationLink()
+        .get_link(op, ti_key=None)
+        .startswith("https://spark.example.com/ui/app/?appId=app-")
+    )
     monkeypatch.setenv(
         "AIRFLOW_CONN_CLUSTER", json.dumps({"conn_type": "spark", "host": "local[2]"})
     )
     assert SparkMasterLink().get_link(op, ti_key=None) == ""
+    assert SparkApplicationLink().get_link(op, ti_key=None) == ""  # local-...: no UI of its own
     op.ddl = "CREATE TABLE"  # a broken DDL shows no link, not a failed task page
     assert DeltaTableLink().get_link(op, ti_key=None) == ""
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import subprocess
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -85,6 +86,10 @@ def test_example_dags_run_on_a_standalone_cluster_without_leaking_secrets(
             "extra": {"bootstrap.servers": kafka_bootstrap, "sasl.password": KAFKA_SECRET},
         }
     )
+    spark_conn = json.loads(env["AIRFLOW_CONN_SPARK_DEFAULT"])
+    env["AIRFLOW_CONN_SPARK_DEFAULT"] = json.dumps(
+        {**spark_conn, "extra": {"master-ui": cluster.web_ui}}  # not on port 8080
+    )
     env["AIRFLOW_VAR_CDC_TOPIC"] = "cluster-items"
     env["AIRFLOW_VAR_CDC_FORMAT"] = "debezium"
     for key, value in env.items():
@@ -140,6 +145,13 @@ def test_example_dags_run_on_a_standalone_cluster_without_leaking_secrets(
     assert {r["id"]: (r["name"], r["qty"]) for r in items} == {
         k: (v["name"], v["qty"]) for k, v in feed.expected.items()
     }
+    # Each task's "Spark application" link opens the master's page of its application.
+    links = [v for v in _xcom_values("dsql_to_delta") if isinstance(v, str) and "/app/?appId=" in v]
+    assert len(links) == 2  # land and apply
+    for link in links:
+        assert link.startswith(f"{cluster.web_ui}/app/?appId=app-")
+        with urllib.request.urlopen(link, timeout=30) as page:
+            assert link.rsplit("=", 1)[1] in page.read().decode()
     # The counts reached XCom through the warehouse (no driver-local file).
     values = _xcom_values("dsql_to_delta") + _xcom_values("kafka_to_delta")
     landed = [v["landed"] for v in values if isinstance(v, dict) and "landed" in v]
