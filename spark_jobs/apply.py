@@ -20,6 +20,7 @@ the first key column as a target-only predicate, which Delta uses to skip files.
 from __future__ import annotations
 
 import logging
+from contextlib import nullcontext
 from typing import Any
 
 from delta.tables import DeltaTable
@@ -41,6 +42,7 @@ from airflow_cdc.core.ddl import TableSpec
 from spark_jobs.common import committed_version, fault_point, quoted, retry_on_conflict
 from spark_jobs.ledger import APPLIED, DUPLICATE, QUARANTINED, SUPERSEDED
 from spark_jobs.schemas import struct
+from spark_jobs.session import compiled
 
 log = logging.getLogger("airflow_cdc.jobs")
 # A late change that a true resolved timestamp promised could not arrive.
@@ -279,6 +281,18 @@ def merge(
 # change that a crashed run had already merged, did none of them.
 INSERTED, UPDATED, DELETED = "inserted", "updated", "deleted"
 
+# A MERGE reads and rewrites a target's files in proportion to the table, not the batch: into
+# a table larger than this it runs compiled, however small the batch
+# (:func:`spark_jobs.session.fit_codegen`).
+LARGE_TARGET_BYTES = 32 * 1024 * 1024
+
+
+def large_target(spark: SparkSession, path: str) -> bool:
+    """Whether the table's files take more than :data:`LARGE_TARGET_BYTES`."""
+    detail = DeltaTable.forPath(spark, path).detail().select("sizeInBytes").first()
+    return detail is not None and (detail[0] or 0) > LARGE_TARGET_BYTES
+
+
 STATUS_DDL = (
     "record_id STRING, batch_id STRING, status STRING, reason STRING, detail STRING,"
     " change_id STRING"
@@ -328,9 +342,10 @@ def apply_table(
         )
         winners = winners.join(refused.distinct(), "_cdc_record_id", "left_anti").localCheckpoint()
     fault_point("apply:before_merge")
-    retry_on_conflict(
-        lambda: merge(path, spec, winners, extras, batch_id, pruning), f"MERGE into {path}"
-    )
+    with compiled(spark) if large_target(spark, path) else nullcontext():
+        retry_on_conflict(
+            lambda: merge(path, spec, winners, extras, batch_id, pruning), f"MERGE into {path}"
+        )
     fault_point("apply:after_merge")
     return statuses, {
         "changes": sum(counts.values()),

@@ -40,7 +40,12 @@ from airflow_cdc.jobs import (
 )
 from airflow_cdc.storage import configure_object_storage
 from spark_jobs.schemas import struct
-from spark_jobs.session import COMMIT_METADATA_CONF, get_session, set_commit_metadata
+from spark_jobs.session import (
+    COMMIT_METADATA_CONF,
+    fit_codegen,
+    get_session,
+    set_commit_metadata,
+)
 
 log = logging.getLogger("airflow_cdc.jobs")
 
@@ -227,10 +232,18 @@ def source_name(value: str) -> str:
 def start(job: str, version: str, args: argparse.Namespace) -> JobContext:
     spark = get_session(f"airflow-cdc-{job}")
     configure_object_storage(spark)
+    fit_codegen(spark, None)  # Spark's defaults until the job knows its size
     set_commit_metadata(
         spark, job=job, job_version=version, airflow_run_id=args.run_id, batch_id=args.batch_id
     )
+    if args.stats_file:  # the application, for the task's link, even if the run fails
+        _write_text(spark, args.stats_file, json.dumps(application(spark)))
     return JobContext(spark, Warehouse(args.warehouse), args.batch_id, args.run_id, job, version)
+
+
+def application(spark: SparkSession) -> dict[str, str]:
+    """The Spark application a run is (its page on a standalone master's web UI)."""
+    return {"application_id": spark.sparkContext.applicationId}
 
 
 def write_stats(path: str | None, stats: dict[str, Any]) -> None:
@@ -238,8 +251,8 @@ def write_stats(path: str | None, stats: dict[str, Any]) -> None:
     file in the warehouse (any Hadoop file system), so that it reaches the operator however
     far the driver runs from it."""
     spark = SparkSession.getActiveSession()
-    if spark is not None:  # the application the run was: its page on the master's web UI
-        stats.setdefault("application_id", spark.sparkContext.applicationId)
+    if spark is not None:
+        stats = {**application(spark), **stats}
     text = json.dumps(stats, sort_keys=True, default=str)
     print(f"airflow-cdc stats: {text}")
     if path:

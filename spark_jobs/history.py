@@ -23,6 +23,7 @@ a commit position gets when its run is repeated, is known by its record).
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import replace
 from typing import Any
 
@@ -32,9 +33,10 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from airflow_cdc.core.ddl import TableSpec, history_ref
-from spark_jobs.apply import ensure_target, key_range
+from spark_jobs.apply import ensure_target, key_range, large_target
 from spark_jobs.common import quoted, retry_on_conflict
 from spark_jobs.schemas import struct
+from spark_jobs.session import compiled
 
 HISTORY_META_DDL = (
     "__start_at TIMESTAMP, __end_at TIMESTAMP, _cdc_deleted BOOLEAN, _cdc_sequence STRING,"
@@ -179,4 +181,5 @@ def record(
         )
         return {"versions": int(counts["versions"]), "reclosed": int(counts["reclosed"])}
 
-    return retry_on_conflict(merge, f"MERGE into {path}")
+    with compiled(spark) if large_target(spark, path) else nullcontext():
+        return retry_on_conflict(merge, f"MERGE into {path}")

@@ -159,7 +159,8 @@ class KafkaPartitionReader:
         else:
             horizon = self.planned_at if caught_up else None
         final = None if last is None else str(last)
-        following = first if last is None else last + 1
+        # (the checkpoint, when nothing was read, may lie below the partition's start)
+        following = first if last is None else max(first, last + 1)
         behind = 0 if caught_up else max(0, high - following)
         yield progress_row(
             self.source,

@@ -6,6 +6,8 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from urllib.parse import unquote, urlparse
 
 from pyspark.sql import SparkSession
@@ -58,24 +60,48 @@ def submitted_conf() -> frozenset[str]:
 # core per plan, and an apply runs dozens of plans. Interpreted, a small batch runs faster
 # (measured on 2 cores, warm, apply_changes of one DSQL batch: 370 records 33 s -> 21 s,
 # 25,000 records 36 s -> 31 s; at 125,000 records the two were even), so a job on fewer
-# records than this turns code generation off; a larger one keeps Spark's defaults.
+# records than this turns code generation off; a larger one keeps Spark's defaults. A job
+# may not run faster so: set spark.sql.codegen.wholeStage (true) in its spark_conf, and it
+# keeps Spark's defaults whatever its size.
 INTERPRETED_BELOW = 100_000
 _CODEGEN = (  # (conf, interpreted, Spark's default)
     ("spark.sql.codegen.wholeStage", "false", "true"),
+    # Spark's own switch between compiled and interpreted projections and predicates (an
+    # internal setting; its FALLBACK default compiles and interprets what fails to).
     ("spark.sql.codegen.factoryMode", "NO_CODEGEN", "FALLBACK"),
 )
 
 
-def fit_codegen(spark: SparkSession, records: int) -> bool:
+def fit_codegen(spark: SparkSession, records: int | None) -> bool:
     """Run the session's next plans interpreted when the job works on fewer than
-    :data:`INTERPRETED_BELOW` records, compiled otherwise (a setting the submitted conf names
-    stays as given); whether they run interpreted."""
-    interpreted = records < INTERPRETED_BELOW
+    :data:`INTERPRETED_BELOW` records, compiled otherwise (``None``: Spark's defaults);
+    whether they run interpreted. When the submitted conf names either setting, both stay
+    as given."""
     given = submitted_conf()
-    for key, small, default in _CODEGEN:
-        if key not in given:
+    if not any(key in given for key, _, _ in _CODEGEN):
+        interpreted = records is not None and records < INTERPRETED_BELOW
+        for key, small, default in _CODEGEN:
             spark.conf.set(key, small if interpreted else default)
-    return interpreted
+    return spark.conf.get(_CODEGEN[0][0], "true") == _CODEGEN[0][1]
+
+
+@contextmanager
+def compiled(spark: SparkSession) -> Iterator[None]:
+    """Spark's compiled defaults for the plans inside (work that scales with something
+    larger than the batch, such as rewriting a large table's files), then the job's setting
+    again."""
+    before = {key: spark.conf.get(key, None) for key, _, _ in _CODEGEN}
+    if not any(key in submitted_conf() for key in before):
+        for key, _, default in _CODEGEN:
+            spark.conf.set(key, default)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
 
 
 def set_commit_metadata(spark: SparkSession, **fields: str) -> None:

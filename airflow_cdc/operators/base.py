@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import uuid
@@ -98,13 +99,28 @@ class SparkJobOperator(BaseOperator):
             env_vars=self.job_env(),
         )
         self.log.info("submitting %s version %s for batch %s", self.job, version, self.batch_id)
+
+        # The job writes its application there as it starts and its counts as it ends: a
+        # failed run still names its application (the task's link to its executors' logs).
+        def read_stats() -> dict[str, Any]:
+            with fs.open(f"{stats_path}/stats.json", "rt", encoding="utf-8") as handle:
+                found: dict[str, Any] = json.load(handle)
+            return found
+
         try:
             self.submit(spec)
-            with fs.open(f"{stats_path}/stats.json", "rt", encoding="utf-8") as handle:
-                stats: dict[str, Any] = json.load(handle)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                self.run_stats = read_stats()
+            raise
+        else:
+            stats = read_stats()
         finally:
             if fs.exists(stats_path):
                 fs.rm(stats_path, recursive=True)
+        self.run_stats = stats
+        if "job" not in stats:
+            raise RuntimeError(f"{self.job} ended without writing its counts: {stats}")
         stats["job_version"] = version
         self.run_stats = stats
         self.log.info("%s counts: %s", self.job, json.dumps(stats, sort_keys=True))

@@ -70,7 +70,7 @@ def submitted(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[SubmitSpec]]:
     def submit(self: base.SparkJobOperator, spec: SubmitSpec) -> None:
         specs.append(spec)
         args = spec.application_args
-        stats: dict[str, Any] = {"batch_id": args[args.index("--batch-id") + 1]}
+        stats: dict[str, Any] = {"job": self.job, "batch_id": args[args.index("--batch-id") + 1]}
         if self.job == "apply_changes":
             stats["tables"] = {"public.orders": {"applied": 2, "version": 7}}
         written = Path(args[args.index("--stats-file") + 1])

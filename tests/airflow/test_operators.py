@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -518,3 +520,44 @@ def test_credentials_found_elsewhere_than_the_environment_stay_behind(monkeypatc
     shared.write_text("[default]\naws_access_key_id = AK\naws_secret_access_key = SK\n")
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(shared))
     assert Credentials.of_driver() is None
+
+
+@pytest.mark.parametrize("ending", ["fails", "writes no counts"])
+def test_a_run_that_ends_without_its_counts_still_names_its_application(
+    ending: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A job writes its application as it starts and its counts as it ends: a run that dies
+    between the two fails its task, whose page still links to the application's executors;
+    the stats directory is gone either way."""
+    from airflow_cdc.links import SparkApplicationLink
+    from airflow_cdc.operators import base
+
+    def submit(self: base.SparkJobOperator, spec: Any) -> None:
+        args = spec.application_args
+        written = Path(args[args.index("--stats-file") + 1])
+        written.parent.mkdir(parents=True)
+        written.write_text(json.dumps({"application_id": "app-20260101000000-0003"}))
+        if ending == "fails":
+            raise RuntimeError("spark-submit exited with 1")
+
+    monkeypatch.setattr(base.SparkJobOperator, "submit", submit)
+    monkeypatch.setattr(base, "ensure_jars", lambda: ["/jars/delta.jar"])
+    monkeypatch.setattr(base, "library_archive", lambda: Path("/lib/airflow_cdc.zip"))
+    cluster = {"conn_type": "spark", "host": "spark://10.0.0.5", "port": 7077}
+    monkeypatch.setenv("AIRFLOW_CONN_CLUSTER", json.dumps(cluster))
+    warehouse = tmp_path / "wh"
+    op = LandFilesOperator(
+        task_id="l",
+        warehouse=str(warehouse),
+        path="/in",
+        source="s",
+        batch_id="b1",
+        spark_conn_id="cluster",
+    )
+    error = "exited with 1" if ending == "fails" else "ended without writing its counts"
+    with pytest.raises(RuntimeError, match=error):
+        op.execute({"run_id": "r"})  # type: ignore[arg-type]
+    assert SparkApplicationLink().get_link(op, ti_key=None) == (
+        "http://10.0.0.5:8080/app/?appId=app-20260101000000-0003"
+    )
+    assert list((warehouse / "_cdc" / "stats").iterdir()) == []

@@ -10,28 +10,42 @@ from typing import Any
 import pytest
 
 from cdc_demo.dsql_stream import differences, envelope, generate, write_ndjson
-from spark_jobs import apply_changes, session
+from spark_jobs import apply, apply_changes, session
 from spark_jobs.ledger import current_status
 from tests.spark.pipeline import land_dump, live_rows, process
 
 pytestmark = pytest.mark.spark
 
 
-@pytest.mark.parametrize("compiled", [False, True], ids=["interpreted", "compiled"])
+@pytest.mark.parametrize("mode", ["interpreted", "compiled", "large target"])
 def test_dump_to_tables_matches_the_generator(
-    spark: Any, warehouse: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, compiled: bool
+    spark: Any, warehouse: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str
 ) -> None:
     """Either way Spark evaluates the batch (a small batch runs interpreted, a large one
-    compiled: :func:`spark_jobs.session.fit_codegen`), the tables are the generator's."""
-    if compiled:
+    compiled: :func:`spark_jobs.session.fit_codegen`; the MERGE into a large table runs
+    compiled, and the job's setting holds again after it), the tables are the generator's."""
+    if mode == "compiled":
         monkeypatch.setattr(session, "INTERPRETED_BELOW", 0)
+    merges: list[bool] = []
+    if mode == "large target":
+        monkeypatch.setattr(apply, "LARGE_TARGET_BYTES", -1)  # even the new, empty tables
+        merge = apply.merge
+
+        def recorded(*args: Any, **kwargs: Any) -> None:
+            merges.append(spark.conf.get("spark.sql.codegen.wholeStage") == "true")
+            merge(*args, **kwargs)
+
+        monkeypatch.setattr(apply, "merge", recorded)
     stream = generate(600, seed=11)
     write_ndjson(stream.deliveries, str(tmp_path / "dump"), files=3)
     landed = land_dump(warehouse, str(tmp_path / "dump"), "b1")
     assert landed["landed"] == len(stream.deliveries)
     stats = process(warehouse, "b1")
+    compiled = mode == "compiled"
     assert stats["apply"]["interpreted"] is not compiled
     assert spark.conf.get("spark.sql.codegen.wholeStage") == str(compiled).lower()
+    if mode == "large target":
+        assert merges == [True, True]  # customers, order_items
     for table in ("customers", "order_items"):
         assert differences(stream, table, live_rows(spark, warehouse, table)) == []
     accounting = stats["apply"]["accounting"]
