@@ -32,12 +32,11 @@ import binascii
 import datetime as dt
 import json
 from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlsplit
 
 import fsspec
-from pyspark.sql import DataFrame, Row, SparkSession
+from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 
 from airflow_cdc.core import jsontext
@@ -70,6 +69,7 @@ from spark_jobs.landing import (
     to_micros,
 )
 from spark_jobs.ledger import union_all
+from spark_jobs.session import session_conf
 
 JOB_NAME = "land_files"
 JOB_VERSION = "1.2.2"
@@ -293,22 +293,6 @@ WHOLE_FILES = {
 }
 # Columns of numbered dump lines that are not raw table columns.
 LINE_COLUMNS = ("_number", "_block", "_blank")
-
-
-@contextmanager
-def session_conf(spark: SparkSession, conf: dict[str, str]) -> Iterator[None]:
-    """``conf`` set on the session for the block, then restored."""
-    before: dict[str, str | None] = {key: spark.conf.get(key, None) for key in conf}
-    for key, value in conf.items():
-        spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        for key, old in before.items():
-            if old is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, old)
 
 
 def numbered_lines(ctx: JobContext, tasks: list[ShardTask]) -> DataFrame:

@@ -7,7 +7,7 @@ import json
 import os
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from urllib.parse import unquote, urlparse
 
 from pyspark.sql import SparkSession
@@ -86,22 +86,28 @@ def fit_codegen(spark: SparkSession, records: int | None) -> bool:
 
 
 @contextmanager
-def compiled(spark: SparkSession) -> Iterator[None]:
-    """Spark's compiled defaults for the plans inside (work that scales with something
-    larger than the batch, such as rewriting a large table's files), then the job's setting
-    again."""
-    before = {key: spark.conf.get(key, None) for key, _, _ in _CODEGEN}
-    if not any(key in submitted_conf() for key in before):
-        for key, _, default in _CODEGEN:
-            spark.conf.set(key, default)
+def session_conf(spark: SparkSession, conf: dict[str, str]) -> Iterator[None]:
+    """``conf`` set on the session for the block, then restored."""
+    before: dict[str, str | None] = {key: spark.conf.get(key, None) for key in conf}
+    for key, value in conf.items():
+        spark.conf.set(key, value)
     try:
         yield
     finally:
-        for key, value in before.items():
-            if value is None:
+        for key, old in before.items():
+            if old is None:
                 spark.conf.unset(key)
             else:
-                spark.conf.set(key, value)
+                spark.conf.set(key, old)
+
+
+def compiled(spark: SparkSession) -> AbstractContextManager[None]:
+    """Spark's compiled defaults for the plans inside (work that scales with something
+    larger than the batch, such as rewriting a large table's files), then the job's setting
+    again; the submitted conf's own setting, when it names one, throughout."""
+    if any(key in submitted_conf() for key, _, _ in _CODEGEN):
+        return nullcontext()
+    return session_conf(spark, {key: default for key, _, default in _CODEGEN})
 
 
 def set_commit_metadata(spark: SparkSession, **fields: str) -> None:
