@@ -20,7 +20,7 @@ the first key column as a target-only predicate, which Delta uses to skip files.
 from __future__ import annotations
 
 import logging
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from delta.tables import DeltaTable
@@ -287,10 +287,12 @@ INSERTED, UPDATED, DELETED = "inserted", "updated", "deleted"
 LARGE_TARGET_BYTES = 32 * 1024 * 1024
 
 
-def large_target(spark: SparkSession, path: str) -> bool:
-    """Whether the table's files take more than :data:`LARGE_TARGET_BYTES`."""
+def merging_into(spark: SparkSession, path: str) -> AbstractContextManager[None]:
+    """The code generation a MERGE into the table at ``path`` runs with: compiled when the
+    table's files take more than :data:`LARGE_TARGET_BYTES`, else the job's setting."""
     detail = DeltaTable.forPath(spark, path).detail().select("sizeInBytes").first()
-    return detail is not None and (detail[0] or 0) > LARGE_TARGET_BYTES
+    large = detail is not None and (detail[0] or 0) > LARGE_TARGET_BYTES
+    return compiled(spark) if large else nullcontext()
 
 
 STATUS_DDL = (
@@ -342,7 +344,7 @@ def apply_table(
         )
         winners = winners.join(refused.distinct(), "_cdc_record_id", "left_anti").localCheckpoint()
     fault_point("apply:before_merge")
-    with compiled(spark) if large_target(spark, path) else nullcontext():
+    with merging_into(spark, path):
         retry_on_conflict(
             lambda: merge(path, spec, winners, extras, batch_id, pruning), f"MERGE into {path}"
         )

@@ -23,7 +23,6 @@ a commit position gets when its run is repeated, is known by its record).
 
 from __future__ import annotations
 
-from contextlib import nullcontext
 from dataclasses import replace
 from typing import Any
 
@@ -33,10 +32,9 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from airflow_cdc.core.ddl import TableSpec, history_ref
-from spark_jobs.apply import ensure_target, key_range, large_target
+from spark_jobs.apply import ensure_target, key_range, merging_into
 from spark_jobs.common import quoted, retry_on_conflict
 from spark_jobs.schemas import struct
-from spark_jobs.session import compiled
 
 HISTORY_META_DDL = (
     "__start_at TIMESTAMP, __end_at TIMESTAMP, _cdc_deleted BOOLEAN, _cdc_sequence STRING,"
@@ -181,5 +179,5 @@ def record(
         )
         return {"versions": int(counts["versions"]), "reclosed": int(counts["reclosed"])}
 
-    with compiled(spark) if large_target(spark, path) else nullcontext():
+    with merging_into(spark, path):
         return retry_on_conflict(merge, f"MERGE into {path}")

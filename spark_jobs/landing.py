@@ -232,7 +232,7 @@ def commit(
         },
     }
     write_text(ctx, ctx.warehouse.resolved_file(source), json.dumps(state, indent=2))
-    shards = shard_report(tasks, progress, per_shard, time.time(), tips or {})
+    shards = shard_report(tasks, progress, per_shard, time.time(), tips)
     for shard, done in shards.items():
         log.info("shard %s", describe_shard(shard, done))
     return {

@@ -77,8 +77,7 @@ def fit_codegen(spark: SparkSession, records: int | None) -> bool:
     :data:`INTERPRETED_BELOW` records, compiled otherwise (``None``: Spark's defaults);
     whether they run interpreted. When the submitted conf names either setting, both stay
     as given."""
-    given = submitted_conf()
-    if not any(key in given for key, _, _ in _CODEGEN):
+    if not _codegen_submitted():
         interpreted = records is not None and records < INTERPRETED_BELOW
         for key, small, default in _CODEGEN:
             spark.conf.set(key, small if interpreted else default)
@@ -105,9 +104,15 @@ def compiled(spark: SparkSession) -> AbstractContextManager[None]:
     """Spark's compiled defaults for the plans inside (work that scales with something
     larger than the batch, such as rewriting a large table's files), then the job's setting
     again; the submitted conf's own setting, when it names one, throughout."""
-    if any(key in submitted_conf() for key, _, _ in _CODEGEN):
+    if _codegen_submitted():
         return nullcontext()
     return session_conf(spark, {key: default for key, _, default in _CODEGEN})
+
+
+def _codegen_submitted() -> bool:
+    """Whether the submitted conf names a codegen setting (then it holds throughout)."""
+    given = submitted_conf()
+    return any(key in given for key, _, _ in _CODEGEN)
 
 
 def set_commit_metadata(spark: SparkSession, **fields: str) -> None:

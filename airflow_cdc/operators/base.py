@@ -122,7 +122,6 @@ class SparkJobOperator(BaseOperator):
         if "job" not in stats:
             raise RuntimeError(f"{self.job} ended without writing its counts: {stats}")
         stats["job_version"] = version
-        self.run_stats = stats
         self.log.info("%s counts: %s", self.job, json.dumps(stats, sort_keys=True))
         for shard, done in sorted((stats.get("shards") or {}).items()):
             self.log.info("shard %s", describe_shard(shard, done))
