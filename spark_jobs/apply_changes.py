@@ -38,7 +38,16 @@ from airflow_cdc.core.formats.common import (
     RecordLimits,
 )
 from airflow_cdc.jobs import MAX_PENDING_WALL_SECONDS
-from spark_jobs import apply, catalog, history, ledger, reassemble, resolve, transactions
+from spark_jobs import (
+    apply,
+    catalog,
+    history,
+    ledger,
+    open_state,
+    reassemble,
+    resolve,
+    transactions,
+)
 from spark_jobs import cut as cutting
 from spark_jobs.apply import BELOW_PUBLISHED_CUT
 from spark_jobs.common import (
@@ -130,16 +139,20 @@ def final_ids(ctx: JobContext, source: str, batches: list[str]) -> DataFrame | N
     return ledger.final_ids(ctx.spark, ctx.warehouse.ledger, source, batches)
 
 
-def open_state(ctx: JobContext, source: str, held: DataFrame | None = None) -> DataFrame:
-    """The source's open fragment sets, less any an interrupted run already finished (its
-    records final, or members of ``held`` changes)."""
+def open_sets(
+    ctx: JobContext, source: str, held: DataFrame | None = None
+) -> tuple[DataFrame, bool]:
+    """(the source's open fragment sets, less any an interrupted run already finished (its
+    records final, or members of ``held`` changes); whether the source has rows in the
+    open-state table)."""
     path = ctx.warehouse.pending
     if not DeltaTable.isDeltaTable(ctx.spark, path):
-        return ctx.spark.createDataFrame([], reassemble.STATE_SCHEMA)
+        return ctx.spark.createDataFrame([], reassemble.STATE_SCHEMA), False
     state = ctx.spark.read.format("delta").load(path).where(F.col("source") == source)
     if "buffered_at" not in state.columns:  # written by apply_changes before 2.1.0
         state = state.withColumn("buffered_at", F.lit(None).cast("timestamp"))
     state = state.localCheckpoint()
+    had_rows = not state.isEmpty()
     batches = [
         r[0]
         for r in state.where(F.col("state") == reassemble.OPEN)
@@ -157,7 +170,7 @@ def open_state(ctx: JobContext, source: str, held: DataFrame | None = None) -> D
             .where(F.col("_held").isNull() | (F.col("state") != reassemble.OPEN))
             .drop("_held")
         )
-    return state
+    return state, had_rows
 
 
 def buffer(parsed: DataFrame, state: DataFrame, source: str, now: dt.datetime) -> DataFrame:
@@ -318,12 +331,14 @@ def commit_bookkeeping(
     source: str,
     outcomes: Outcomes,
     state: DataFrame,
+    had_state: bool,
     holding: Holding | None = None,
 ) -> None:
-    """The quarantine, the ledger, the held changes, then the open fragment sets: one commit
-    each, none for a table with nothing to record (no quarantined record; no open set before
-    or after). Held changes go before the open sets: a re-run after a crash between the two
-    finds the members of held changes in neither the batch's work nor the open sets."""
+    """The quarantine, the ledger, the held changes, then the open fragment sets (``state``;
+    ``had_state``: the source had rows of them): one commit each, none for a table with
+    nothing to record (no quarantined record; no open set before or after). Held changes go
+    before the open sets: a re-run after a crash between the two finds the members of held
+    changes in neither the batch's work nor the open sets."""
     wh = ctx.warehouse
     commit_outcomes(ctx, source, outcomes)
     if holding is not None and holding.rows is not None:
@@ -333,17 +348,7 @@ def commit_bookkeeping(
     if tracking is not None and tracking.carried_out is not None:
         transactions.write_open(ctx, source, tracking.carried_out, tracking.carried_in is not None)
     fault_point("apply_changes:before_state")
-    state = state.localCheckpoint()
-    if state.isEmpty() and not _holds_state(ctx, source):
-        return  # no open sets before or after: no commit
-    (
-        state.write.format("delta")
-        .mode("overwrite")
-        .option("replaceWhere", f"source = '{source}'")
-        .option("mergeSchema", "true")
-        .partitionBy("source")
-        .save(wh.pending)
-    )
+    open_state.replace(wh.pending, source, state, had_state)
 
 
 def commit_outcomes(ctx: JobContext, source: str, outcomes: Outcomes) -> None:
@@ -363,14 +368,6 @@ def commit_outcomes(ctx: JobContext, source: str, outcomes: Outcomes) -> None:
     entries = outcomes.ledger_rows()
     if entries is not None:
         ledger.append(entries, wh.ledger)
-
-
-def _holds_state(ctx: JobContext, source: str) -> bool:
-    """Whether the open-state table has rows of ``source``."""
-    path = ctx.warehouse.pending
-    if not DeltaTable.isDeltaTable(ctx.spark, path):
-        return False
-    return not ctx.spark.read.format("delta").load(path).where(F.col("source") == source).isEmpty()
 
 
 def hold_changes(
@@ -583,6 +580,22 @@ def histories_of(args: Any) -> frozenset[TableRef]:
     return frozenset(s.table for s in history_tables(args.history, specs, args.default_schema))
 
 
+def settle(
+    parsed: DataFrame, buffered: DataFrame, args: Any, wall: dt.datetime
+) -> reassemble.Settlement:
+    """Settle the buffered fragment sets (none buffered, nothing to settle), aged by the
+    stream's newest arrival and by ``wall``."""
+    if buffered.isEmpty():
+        return reassemble.nothing_to_settle(buffered)
+    clock = reassemble.Clock(
+        reassemble.stream_time(parsed, buffered),
+        dt.timedelta(seconds=args.max_pending_age_seconds),
+        wall,
+        dt.timedelta(seconds=args.max_pending_wall_seconds),
+    )
+    return reassemble.settle_sets(buffered, clock)
+
+
 def run(ctx: JobContext, args: Any) -> dict[str, Any]:
     source = args.source
     specs = parse_tables(args.ddl, args.default_schema)
@@ -615,7 +628,7 @@ def run(ctx: JobContext, args: Any) -> dict[str, Any]:
     record_limits = RecordLimits(args.max_fragments_per_image, args.max_number_length)
     parsed = parse_records(todo, args.format, record_limits).localCheckpoint()
     record_outcomes(parsed, outcomes, tracking=args.transactions)
-    state = open_state(ctx, source, holding.before if holding else None)
+    state, had_state = open_sets(ctx, source, holding.before if holding else None)
     wall = dt.datetime.now(dt.UTC)
     if holding is not None and args.transactions:
         holding.tracking = transactions.Tracking(
@@ -625,13 +638,7 @@ def run(ctx: JobContext, args: Any) -> dict[str, Any]:
             wall - dt.timedelta(seconds=args.max_pending_wall_seconds),
         )
     buffered = buffer(parsed, state, source, wall).localCheckpoint()
-    clock = reassemble.Clock(
-        reassemble.stream_time(parsed, buffered),
-        dt.timedelta(seconds=args.max_pending_age_seconds),
-        wall,
-        dt.timedelta(seconds=args.max_pending_wall_seconds),
-    )
-    settlement = reassemble.settle_sets(buffered, clock)
+    settlement = settle(parsed, buffered, args, wall)
     for frame in settlement.statuses:
         outcomes.status(frame)
     for frame in settlement.quarantined:
@@ -664,7 +671,7 @@ def run(ctx: JobContext, args: Any) -> dict[str, Any]:
         r["rtype"]: int(r["n"])
         for r in parsed.groupBy("rtype").agg(F.count(F.lit(1)).alias("n")).collect()
     }
-    commit_bookkeeping(ctx, source, outcomes, settlement.state, holding)
+    commit_bookkeeping(ctx, source, outcomes, settlement.state, had_state, holding)
     if holding is not None and holding.cut is not cutting.NO_CUT:
         kept = history_tables(args.history, specs, args.default_schema)
         stats["cut"] = publish_cut(ctx, source, holding, [*specs, *map(history.of, kept)])

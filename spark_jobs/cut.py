@@ -169,21 +169,12 @@ def batch_resolved(ctx: JobContext, source: str) -> dt.datetime | None:
     return dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(microseconds=resolved)
 
 
-def unfinished_batches(ctx: JobContext, source: str) -> list[str]:
-    """Earlier batches of the source, landed after the newest published cut's batch, that
-    still have records no run has decided: a cut must not pass them."""
+def unfinished_batches(ctx: JobContext, source: str, since: str | None) -> list[str]:
+    """Earlier batches of the source, landed after ``since`` (the newest published cut's
+    batch), that still have records no run has decided: a cut must not pass them. Reads the
+    ledger only when the raw table has files of such batches (usually it has none: the
+    previous batch published the newest cut)."""
     wh = ctx.warehouse
-    since = None
-    if DeltaTable.isDeltaTable(ctx.spark, wh.cuts):
-        row = (
-            ctx.spark.read.format("delta")
-            .load(wh.cuts)
-            .where(F.col("source") == source)
-            .orderBy(F.col("cut_at").desc())
-            .select("batch_id")
-            .first()
-        )
-        since = None if row is None else row[0]
     between = (
         (F.col("source") == source) & (F.col("batch_id") < ctx.batch_id) & (F.col("kind") == RECORD)
     )
@@ -192,6 +183,8 @@ def unfinished_batches(ctx: JobContext, source: str) -> list[str]:
     records = (
         ctx.spark.read.format("delta").load(wh.raw).where(between).select("record_id", "batch_id")
     )
+    if not records.inputFiles():  # Delta's file listing, pruned by the partitions: no job
+        return []
     if DeltaTable.isDeltaTable(ctx.spark, wh.ledger):
         decided = ctx.spark.read.format("delta").load(wh.ledger).where(F.col("source") == source)
         if since is not None:
@@ -213,7 +206,8 @@ def decide(
     records no run has decided (:func:`unfinished_batches`)."""
     resolved = batch_resolved(ctx, source)
     at = None if resolved is None else min(resolved, _utc(interval_end))
-    blocked = unfinished_batches(ctx, source) if at is not None else []
+    published, since = newest_published(ctx, source)
+    blocked = unfinished_batches(ctx, source, since) if at is not None else []
     if blocked:
         log.warning(
             "no cut for %s: earlier batches %s have records no run has decided (re-run them)",
@@ -226,24 +220,26 @@ def decide(
         interval_start=None if interval_start is None else _utc(interval_start),
         interval_end=_utc(interval_end),
         heuristic=fmt not in IN_BAND_RESOLVED,
-        published=newest_published(ctx, source),
+        published=published,
         blocked_by=tuple(blocked),
     )
 
 
-def newest_published(ctx: JobContext, source: str) -> dt.datetime | None:
-    """The newest cut published for ``source`` (one row per published cut, per source)."""
+def newest_published(ctx: JobContext, source: str) -> tuple[dt.datetime | None, str | None]:
+    """(when, batch) of the newest cut published for ``source`` (one row per published cut,
+    per source); (None, None) before the first."""
     path = ctx.warehouse.cuts
     if not DeltaTable.isDeltaTable(ctx.spark, path):
-        return None
-    row = (
+        return None, None
+    newest = (
         ctx.spark.read.format("delta")
         .load(path)
         .where(F.col("source") == source)
-        .agg(F.max("cut_at"))
+        .agg(F.max(F.struct("cut_at", "batch_id")))
         .first()
     )
-    return None if row is None else from_spark(row[0])
+    row = None if newest is None else newest[0]
+    return (None, None) if row is None else (from_spark(row[0]), row[1])
 
 
 # --- the held changes: open state ---------------------------------------------------------
@@ -400,7 +396,8 @@ def publish(ctx: JobContext, source: str, cut: Cut, specs: list[TableSpec]) -> d
     numbers, locations = versions(ctx, specs)
     path = ctx.warehouse.cuts
     known = None
-    if DeltaTable.isDeltaTable(ctx.spark, path):
+    # A forward cut is past every published one: only a re-run finds its own cut published.
+    if not cut.forward and DeltaTable.isDeltaTable(ctx.spark, path):
         known = (
             ctx.spark.read.format("delta")
             .load(path)

@@ -1,5 +1,6 @@
 """The open state a source carries from run to run: tables partitioned by source, each
-rewritten whole for the source once per apply run (``_cdc/held``, ``_cdc/transactions``)."""
+rewritten whole for the source once per apply run (``_cdc/pending``, ``_cdc/held``,
+``_cdc/transactions``)."""
 
 from __future__ import annotations
 
@@ -22,9 +23,10 @@ def replace(path: str, source: str, rows: DataFrame, had_rows: bool) -> None:
     """Replace the source's rows of ``path`` with ``rows`` (one commit, columns added as they
     come; none when the source had no rows before and has none now). ``source`` is a plain
     name (:func:`~airflow_cdc.jobs.check_source`), safe to quote."""
-    rows = rows.localCheckpoint()
-    if rows.isEmpty() and not had_rows:
-        return
+    if not had_rows:
+        rows = rows.localCheckpoint()  # computed once: for the check, then for the write
+        if rows.isEmpty():
+            return
     (
         rows.write.format("delta")
         .mode("overwrite")

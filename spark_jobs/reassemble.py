@@ -135,6 +135,13 @@ def stream_time(*frames: DataFrame) -> dt.datetime | None:
     return value
 
 
+def nothing_to_settle(buffered: DataFrame) -> Settlement:
+    """The settlement of an empty buffer (no open set, no fragment or chunked record in the
+    batch): no change, no status, an empty state."""
+    changes = from_state(buffered).withColumn("members", F.array(F.struct("record_id", "batch_id")))
+    return Settlement(changes, [], [], buffered)
+
+
 def settle_sets(buffered: DataFrame, clock: Clock) -> Settlement:
     """Settle every buffered chunked record (``STATE_SCHEMA`` rows) against its fragments.
 
