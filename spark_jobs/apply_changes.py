@@ -57,6 +57,7 @@ from spark_jobs.common import (
     at_least,
     base_parser,
     fault_point,
+    in_parallel,
     instant,
     positive_count,
     read_text,
@@ -224,10 +225,10 @@ def apply_tables(
     (and, with ``refuse_late``, the ``late`` changes that would move a row: see
     :func:`spark_jobs.apply.classify`). Tables in ``histories`` also record every change in
     their history table (:mod:`spark_jobs.history`), a late one only where it is applied."""
-    stats: dict[str, Any] = {}
     only_table = len(specs) == 1
     names_schemas = fmt in NAMES_SCHEMAS
-    for declared in specs:
+
+    def apply_one(declared: TableSpec) -> tuple[str, dict[str, Any]]:
         mine = changes.where(resolve.belongs(declared, only_table, names_schemas))
         path = ctx.warehouse.target(declared.table)
         types = resolve.record_types(mine, limits.columns)
@@ -275,7 +276,9 @@ def apply_tables(
                 list(counts.get("extra_columns", [])),
                 ctx.batch_id,
             )
-        stats[spec.table.qualified] = counts
+        return spec.table.qualified, counts
+
+    stats = dict(in_parallel(ctx.spark, apply_one, specs))
     declared_any = F.lit(False)
     for spec in specs:
         declared_any = declared_any | resolve.belongs(spec, only_table, names_schemas)

@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from urllib.parse import unquote, urlparse
@@ -84,20 +85,27 @@ def fit_codegen(spark: SparkSession, records: int | None) -> bool:
     return spark.conf.get(_CODEGEN[0][0], "true") == _CODEGEN[0][1]
 
 
+# One block at a time sets the session's conf (tables are applied in parallel threads), so
+# that each restores what was set before it.
+_SESSION_CONF = threading.RLock()
+
+
 @contextmanager
 def session_conf(spark: SparkSession, conf: dict[str, str]) -> Iterator[None]:
-    """``conf`` set on the session for the block, then restored."""
-    before: dict[str, str | None] = {key: spark.conf.get(key, None) for key in conf}
-    for key, value in conf.items():
-        spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        for key, old in before.items():
-            if old is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, old)
+    """``conf`` set on the session for the block, then restored. The session is shared: plans
+    of other threads that run meanwhile run with it too."""
+    with _SESSION_CONF:
+        before: dict[str, str | None] = {key: spark.conf.get(key, None) for key in conf}
+        for key, value in conf.items():
+            spark.conf.set(key, value)
+        try:
+            yield
+        finally:
+            for key, old in before.items():
+                if old is None:
+                    spark.conf.unset(key)
+                else:
+                    spark.conf.set(key, old)
 
 
 def compiled(spark: SparkSession) -> AbstractContextManager[None]:
