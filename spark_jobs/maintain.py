@@ -53,6 +53,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -66,7 +67,7 @@ from pyspark.errors import (
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from airflow_cdc.core.ddl import parse_tables
+from airflow_cdc.core.ddl import TableSpec, parse_tables
 from airflow_cdc.core.exceptions import ResolvedTimestampUnavailable
 from airflow_cdc.core.resolved_state import parse_state
 from airflow_cdc.jobs import (
@@ -87,6 +88,7 @@ from spark_jobs.common import (
     base_parser,
     fault_point,
     hadoop_path,
+    in_parallel,
     log,
     quoted,
     read_text,
@@ -452,40 +454,64 @@ def run(ctx: JobContext, args: Any) -> dict[str, Any]:
             )
         return float(args.vacuum_retention_hours)
 
-    for spec in specs:
+    def declared(spec: TableSpec) -> list[tuple[str, dict[str, Any]]]:
+        """The table (its tombstones purged first), then its history table."""
+        done: list[tuple[str, dict[str, Any]]] = []
         path = ctx.warehouse.target(spec.table)
-        if not table_exists(ctx.spark, path):
-            continue
-        purged = retry_on_conflict(
-            partial(purge_tombstones, ctx, path, horizon, retention),
-            f"tombstone purge of {path}",
-        )
-        name = spec.table.qualified
-        tables[name] = maintain_table(
-            ctx,
-            path,
-            vacuum_hours(name),
-            keys=spec.primary_key,
-            cluster_above=args.cluster_above_bytes,
-            tombstones_purged=purged,
-        )
-        kept = history.of(spec).table  # compacted, never purged: its deletes are history
-        path = ctx.warehouse.target(kept)
         if table_exists(ctx.spark, path):
-            tables[kept.qualified] = maintain_table(ctx, path, vacuum_hours(kept.qualified))
+            purged = retry_on_conflict(
+                partial(purge_tombstones, ctx, path, horizon, retention),
+                f"tombstone purge of {path}",
+            )
+            name = spec.table.qualified
+            done.append(
+                (
+                    name,
+                    maintain_table(
+                        ctx,
+                        path,
+                        vacuum_hours(name),
+                        keys=spec.primary_key,
+                        cluster_above=args.cluster_above_bytes,
+                        tombstones_purged=purged,
+                    ),
+                )
+            )
+            kept = history.of(spec).table  # compacted, never purged: its deletes are history
+            path = ctx.warehouse.target(kept)
+            if table_exists(ctx.spark, path):
+                done.append(
+                    (kept.qualified, maintain_table(ctx, path, vacuum_hours(kept.qualified)))
+                )
+        return done
+
     wh = ctx.warehouse
     mine = f"source = '{source}'"  # a plain name (source_name), safe to quote
-    for name, path in (
-        ("_cdc.raw", wh.raw),
-        ("_cdc.ledger", wh.ledger),
-        ("_cdc.quarantine", wh.quarantine),
-        ("_cdc.cuts", wh.cuts),
-        ("_cdc.pending", wh.pending),
-        ("_cdc.held", wh.held),
-        ("_cdc.transactions", wh.transactions),
-    ):
-        if table_exists(ctx.spark, path):
-            tables[name] = maintain_table(ctx, path, args.vacuum_retention_hours, where=mine)
+
+    def bookkeeping(name: str, path: str) -> list[tuple[str, dict[str, Any]]]:
+        if not table_exists(ctx.spark, path):
+            return []
+        return [(name, maintain_table(ctx, path, args.vacuum_retention_hours, where=mine))]
+
+    work: list[Callable[[], list[tuple[str, dict[str, Any]]]]] = [
+        *(partial(declared, spec) for spec in specs),
+        *(
+            partial(bookkeeping, name, path)
+            for name, path in (
+                ("_cdc.raw", wh.raw),
+                ("_cdc.ledger", wh.ledger),
+                ("_cdc.quarantine", wh.quarantine),
+                ("_cdc.cuts", wh.cuts),
+                ("_cdc.pending", wh.pending),
+                ("_cdc.held", wh.held),
+                ("_cdc.transactions", wh.transactions),
+            )
+        ),
+    ]
+    # Every table on its own: two at a time (one's planning and commits overlap the other's
+    # tasks).
+    for done in in_parallel(ctx.spark, lambda step: step(), work):
+        tables.update(done)
     stats["tables"] = tables
     stats["resolved_ts"] = resolved.isoformat() if resolved else None
     log.info("maintained %d tables of %s", len(tables), source)
