@@ -311,9 +311,9 @@ def in_parallel(
     workers = PARALLEL_TABLES if workers is None else workers
     if len(items) <= 1 or workers <= 1:
         return [work(item) for item in items]
-    target = inheritable_thread_target(spark)(work)
     with ThreadPoolExecutor(min(workers, len(items)), thread_name_prefix="airflow-cdc") as pool:
-        futures = [pool.submit(target, item) for item in items]
+        # Each item its own copy of the job properties: Spark sets them per query in place.
+        futures = [pool.submit(inheritable_thread_target(spark)(work), item) for item in items]
         wait(futures)
     return [future.result() for future in futures]
 

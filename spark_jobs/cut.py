@@ -183,7 +183,7 @@ def unfinished_batches(ctx: JobContext, source: str, since: str | None) -> list[
     records = (
         ctx.spark.read.format("delta").load(wh.raw).where(between).select("record_id", "batch_id")
     )
-    if not records.inputFiles():  # Delta's file listing, pruned by the partitions: no job
+    if not records.inputFiles():  # the files left after Delta's partition pruning
         return []
     if DeltaTable.isDeltaTable(ctx.spark, wh.ledger):
         decided = ctx.spark.read.format("delta").load(wh.ledger).where(F.col("source") == source)

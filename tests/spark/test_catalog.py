@@ -29,6 +29,7 @@ from spark_jobs.catalog import (
     REGISTERED,
     table_name,
 )
+from tests.conftest import QUICK_DRIVER_JVM
 
 REPO = Path(__file__).resolve().parents[2]
 STREAM = {"changes": 120, "seed": 23}
@@ -181,8 +182,7 @@ def hive_session(tmp: str) -> Any:
     conf = {
         **delta_spark_conf(resolved_jars()),
         "spark.sql.shuffle.partitions": "2",
-        # A short-lived JVM: the optimizing compiler's threads would cost more than they save.
-        "spark.driver.extraJavaOptions": "-XX:+UseParallelGC -XX:TieredStopAtLevel=1",
+        "spark.driver.extraJavaOptions": QUICK_DRIVER_JVM,
         "spark.sql.catalogImplementation": "hive",
         "spark.sql.warehouse.dir": f"{tmp}/hive-warehouse",
         "spark.hadoop.javax.jdo.option.ConnectionURL": (

@@ -21,7 +21,7 @@ from delta.tables import DeltaTable
 
 from cdc_demo import kinesis
 from cdc_demo.dsql_stream import DDL, TABLES, differences, generate, write_ndjson
-from spark_jobs import apply_changes
+from spark_jobs import apply_changes, common
 from spark_jobs.common import SimulatedCrash
 from spark_jobs.ledger import STATUSES
 from tests.conftest import REPO
@@ -45,10 +45,13 @@ def run_killed(job: str, fault: str, *args: str) -> None:
 
 
 def crash_in_process(monkeypatch: pytest.MonkeyPatch, fault: str, job: Any, *args: str) -> None:
-    """Run ``job`` (a job's ``main``) in this process until it dies at ``fault``."""
+    """Run ``job`` (a job's ``main``) in this process until it dies at ``fault``. One table at
+    a time: a raised crash would let the other table's thread run on to its end, where a kill
+    leaves the tables after the one that died as they were."""
     with monkeypatch.context() as patched:
         patched.setenv("AIRFLOW_CDC_FAULT", fault)
         patched.setenv("AIRFLOW_CDC_FAULT_MODE", "raise")
+        patched.setattr(common, "PARALLEL_TABLES", 1)
         with pytest.raises(SimulatedCrash):
             job(list(args))
 

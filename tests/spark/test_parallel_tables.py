@@ -30,6 +30,21 @@ def test_items_run_at_once_with_the_callers_job_properties_and_return_in_order(
     assert results == [(3, "caller", 30), (1, "caller", 10)]
 
 
+def test_each_item_has_its_own_copy_of_the_job_properties(spark: Any) -> None:
+    set_, read = threading.Barrier(2, timeout=60), threading.Barrier(2, timeout=60)
+
+    def work(item: str) -> str | None:
+        if item == "writer":
+            spark.sparkContext.setLocalProperty("airflow_cdc.item", item)
+        set_.wait()  # the writer has set its property before the reader looks
+        seen = spark.sparkContext.getLocalProperty("airflow_cdc.item")
+        read.wait()
+        return seen
+
+    assert in_parallel(spark, work, ["writer", "reader"], workers=2) == ["writer", None]
+    assert spark.sparkContext.getLocalProperty("airflow_cdc.item") is None
+
+
 def test_every_item_ends_before_the_first_failure_is_raised(spark: Any) -> None:
     ended: list[str] = []
 
