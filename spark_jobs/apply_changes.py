@@ -146,14 +146,11 @@ def open_sets(
     """(the source's open fragment sets, less any an interrupted run already finished (its
     records final, or members of ``held`` changes); whether the source has rows in the
     open-state table)."""
-    path = ctx.warehouse.pending
-    if not DeltaTable.isDeltaTable(ctx.spark, path):
+    state = open_state.read(ctx.spark, ctx.warehouse.pending, source)
+    if state is None:
         return ctx.spark.createDataFrame([], reassemble.STATE_SCHEMA), False
-    state = ctx.spark.read.format("delta").load(path).where(F.col("source") == source)
     if "buffered_at" not in state.columns:  # written by apply_changes before 2.1.0
         state = state.withColumn("buffered_at", F.lit(None).cast("timestamp"))
-    state = state.localCheckpoint()
-    had_rows = not state.isEmpty()
     batches = [
         r[0]
         for r in state.where(F.col("state") == reassemble.OPEN)
@@ -171,7 +168,7 @@ def open_sets(
             .where(F.col("_held").isNull() | (F.col("state") != reassemble.OPEN))
             .drop("_held")
         )
-    return state, had_rows
+    return state, True
 
 
 def buffer(parsed: DataFrame, state: DataFrame, source: str, now: dt.datetime) -> DataFrame:

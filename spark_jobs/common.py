@@ -293,21 +293,20 @@ def fault_point(name: str) -> None:
             time.sleep(0.1)
 
 
-# Tables an apply works on at once. Each table's steps are many small Spark jobs, and most
-# of a small job's time is the driver planning it: with two at once, one table's planning
-# overlaps the other's tasks (measured on 2 cores, warm, a 370-record DSQL batch of two
-# tables: see the README's Benchmark section).
+# Tables an apply (or maintenance) works on at once. Each table's steps are many small Spark
+# jobs, and most of a small job's time is the driver planning it: with two at once, one
+# table's planning overlaps the other's tasks (measured on 2 cores, warm, DSQL batches of
+# about 460 records into two tables: see the README's Benchmark section).
 PARALLEL_TABLES = 2
 
 
 def in_parallel(
     spark: SparkSession, work: Callable[[T], R], items: Sequence[T], workers: int | None = None
 ) -> list[R]:
-    """``work(item)`` for every item, up to ``workers`` at once, in threads of ``spark``'s
-    session (each inherits the caller's job properties and tags); the results in the items'
-    order.
-    Every item runs to its end; then the first failure, in the items' order, is raised.
-    ``workers`` defaults to :data:`PARALLEL_TABLES`."""
+    """``work(item)`` for every item, up to ``workers`` (default :data:`PARALLEL_TABLES`) at
+    once, in threads of ``spark``'s session, each with a copy of the caller's job properties
+    and tags; the results in the items' order. Every item runs to its end; then the first
+    failure, in the items' order, is raised."""
     workers = PARALLEL_TABLES if workers is None else workers
     if len(items) <= 1 or workers <= 1:
         return [work(item) for item in items]

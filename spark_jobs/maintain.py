@@ -454,46 +454,41 @@ def run(ctx: JobContext, args: Any) -> dict[str, Any]:
             )
         return float(args.vacuum_retention_hours)
 
-    def declared(spec: TableSpec) -> list[tuple[str, dict[str, Any]]]:
+    def declared(spec: TableSpec) -> dict[str, Any]:
         """The table (its tombstones purged first), then its history table."""
-        done: list[tuple[str, dict[str, Any]]] = []
         path = ctx.warehouse.target(spec.table)
+        if not table_exists(ctx.spark, path):
+            return {}
+        purged = retry_on_conflict(
+            partial(purge_tombstones, ctx, path, horizon, retention),
+            f"tombstone purge of {path}",
+        )
+        name = spec.table.qualified
+        done = {
+            name: maintain_table(
+                ctx,
+                path,
+                vacuum_hours(name),
+                keys=spec.primary_key,
+                cluster_above=args.cluster_above_bytes,
+                tombstones_purged=purged,
+            )
+        }
+        kept = history.of(spec).table  # compacted, never purged: its deletes are history
+        path = ctx.warehouse.target(kept)
         if table_exists(ctx.spark, path):
-            purged = retry_on_conflict(
-                partial(purge_tombstones, ctx, path, horizon, retention),
-                f"tombstone purge of {path}",
-            )
-            name = spec.table.qualified
-            done.append(
-                (
-                    name,
-                    maintain_table(
-                        ctx,
-                        path,
-                        vacuum_hours(name),
-                        keys=spec.primary_key,
-                        cluster_above=args.cluster_above_bytes,
-                        tombstones_purged=purged,
-                    ),
-                )
-            )
-            kept = history.of(spec).table  # compacted, never purged: its deletes are history
-            path = ctx.warehouse.target(kept)
-            if table_exists(ctx.spark, path):
-                done.append(
-                    (kept.qualified, maintain_table(ctx, path, vacuum_hours(kept.qualified)))
-                )
+            done[kept.qualified] = maintain_table(ctx, path, vacuum_hours(kept.qualified))
         return done
 
     wh = ctx.warehouse
     mine = f"source = '{source}'"  # a plain name (source_name), safe to quote
 
-    def bookkeeping(name: str, path: str) -> list[tuple[str, dict[str, Any]]]:
+    def bookkeeping(name: str, path: str) -> dict[str, Any]:
         if not table_exists(ctx.spark, path):
-            return []
-        return [(name, maintain_table(ctx, path, args.vacuum_retention_hours, where=mine))]
+            return {}
+        return {name: maintain_table(ctx, path, args.vacuum_retention_hours, where=mine)}
 
-    work: list[Callable[[], list[tuple[str, dict[str, Any]]]]] = [
+    work: list[Callable[[], dict[str, Any]]] = [
         *(partial(declared, spec) for spec in specs),
         *(
             partial(bookkeeping, name, path)
@@ -508,8 +503,8 @@ def run(ctx: JobContext, args: Any) -> dict[str, Any]:
             )
         ),
     ]
-    # Every table on its own: two at a time (one's planning and commits overlap the other's
-    # tasks).
+    # Every table on its own, two at a time (one's planning and commits overlap the other's
+    # tasks); the stats in the order of the work.
     for done in in_parallel(ctx.spark, lambda step: step(), work):
         tables.update(done)
     stats["tables"] = tables
