@@ -30,7 +30,7 @@ from airflow_cdc.core.ddl import ColumnSpec, TableSpec
 from airflow_cdc.core.formats.common import UNORDERED
 from airflow_cdc.core.partial import fold
 from airflow_cdc.core.rows import type_conflicts
-from airflow_cdc.core.types import column_of, column_of_spark, spark_type, widen
+from airflow_cdc.core.types import column_of, column_of_spark, family_of, spark_type, widen
 from spark_jobs.common import quoted
 from spark_jobs.ledger import DUPLICATE, SUPERSEDED
 from spark_jobs.parse import IMAGE
@@ -65,6 +65,46 @@ def belongs(spec: TableSpec, only_table: bool, names_schemas: bool = False) -> C
     return exact | by_name | (unnamed & F.lit(only_table))
 
 
+def widens(stored: ColumnSpec, declared: ColumnSpec) -> bool:
+    """Whether ``declared`` holds every value of ``stored`` without loss, in a type that Delta
+    widens a column to (:func:`~airflow_cdc.core.types.widen`: int32 to int64, float to
+    double, a decimal with more digits and no fewer in its fraction)."""
+    wider = widen(stored, family_of(declared))
+    return wider is not None and spark_type(wider) == spark_type(declared) != spark_type(stored)
+
+
+def stored_columns(spark: SparkSession, target: str, spec: TableSpec) -> dict[str, ColumnSpec]:
+    """The declared columns with the types the target table stores (a column the DDL has
+    widened since keeps the DDL's type: the table is widened to it), and the table's columns
+    that the DDL does not declare."""
+    columns = {c.name: c for c in spec.columns}
+    if not DeltaTable.isDeltaTable(spark, target):
+        return columns
+    for field in DeltaTable.forPath(spark, target).toDF().schema.fields:
+        if field.name.startswith("_cdc_"):
+            continue
+        stored = field.dataType.simpleString().upper().replace(" ", "")
+        declared = columns.get(field.name)
+        if declared is not None and spark_type(declared).replace(" ", "") == stored:
+            continue
+        if declared is None and stored == "STRING":
+            # Added from untyped stream values: it keeps taking any value, as text.
+            columns[field.name] = ColumnSpec(field.name, "untyped")
+            continue
+        nullable = declared.nullable if declared is not None else True
+        try:
+            kept = replace(column_of_spark(field.name, stored), nullable=nullable)
+        except ValueError:
+            log.warning("column %s of %s keeps its declared type", field.name, target)
+            continue
+        if declared is not None and widens(kept, declared):
+            # Widened by the DDL since the table was created: ensure_target widens the table
+            # (spark_jobs.apply.conform), as it does for a stream's wider schema.
+            continue
+        columns[field.name] = kept
+    return columns
+
+
 def effective_spec(
     spark: SparkSession,
     target: str,
@@ -78,26 +118,7 @@ def effective_spec(
     loses nothing. A typed column the table may not take (:func:`~airflow_cdc.core.columns.
     admit`, at most ``limit`` columns beyond the DDL) stays out: its values are then
     undeclared, and their changes are quarantined by :func:`admit_extras`."""
-    columns = {c.name: c for c in spec.columns}
-    if DeltaTable.isDeltaTable(spark, target):
-        for field in DeltaTable.forPath(spark, target).toDF().schema.fields:
-            if field.name.startswith("_cdc_"):
-                continue
-            stored = field.dataType.simpleString().upper().replace(" ", "")
-            declared = columns.get(field.name)
-            if declared is not None and spark_type(declared).replace(" ", "") == stored:
-                continue
-            if declared is None and stored == "STRING":
-                # Added from untyped stream values: it keeps taking any value, as text.
-                columns[field.name] = ColumnSpec(field.name, "untyped")
-                continue
-            nullable = declared.nullable if declared is not None else True
-            try:
-                columns[field.name] = replace(
-                    column_of_spark(field.name, stored), nullable=nullable
-                )
-            except ValueError:
-                log.warning("column %s of %s keeps its declared type", field.name, target)
+    columns = stored_columns(spark, target, spec)
     parsed = [json.loads(types_json) for types_json in types]
     admitted = admit(
         columns, [c.name for c in spec.columns], (n for t in parsed for n in t), limit, mapping

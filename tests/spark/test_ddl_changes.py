@@ -1,0 +1,82 @@
+"""A DDL that changes a column's type after its table has rows: a lossless widening (INT to
+BIGINT) widens the table, so the values the new type admits apply; a narrowing (BIGINT to
+INT) leaves the table as it is, so no value it holds or admits is lost."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cdc_demo.dsql_stream import write_ndjson
+from tests.spark.pipeline import land_dump, process
+
+pytestmark = pytest.mark.spark
+BASE_NS = 1_767_225_600_000_000_000
+BEYOND_INT = 5_000_000_000  # more than a 32-bit integer holds
+
+
+def ddl(qty_type: str) -> str:
+    return f"CREATE TABLE public.stock (id BIGINT PRIMARY KEY, qty {qty_type});"
+
+
+def record(op: str, ident: int, qty: int, ts_ns: int) -> str:
+    """A ``full`` insert or update as the DSQL document shapes it."""
+    return json.dumps(
+        {
+            "type": "full",
+            "op": op,
+            "before": None,
+            "after": {"id": ident, "qty": qty},
+            "source": {
+                "version": "1.0",
+                "ts_ms": ts_ns // 1_000_000,
+                "ts_ns": ts_ns,
+                "txId": f"tx{ts_ns}",
+                "schema": "public",
+                "table": "stock",
+                "db": "postgres",
+                "cluster": "c1",
+            },
+        }
+    )
+
+
+def run_batch(tmp_path: Path, batch: str, records: list[str], qty_type: str) -> dict[str, Any]:
+    dump = str(tmp_path / f"dump-{batch}")
+    write_ndjson(records, dump, files=1)
+    warehouse = str(tmp_path / "warehouse")
+    land_dump(warehouse, dump, batch)
+    return process(warehouse, batch, ddl=ddl(qty_type))["apply"]
+
+
+def table(spark: Any, tmp_path: Path) -> tuple[str, dict[int, int]]:
+    frame = spark.read.format("delta").load(str(tmp_path / "warehouse" / "public" / "stock"))
+    rows = {r["id"]: r["qty"] for r in frame.where("NOT _cdc_deleted").collect()}
+    return frame.schema["qty"].dataType.simpleString(), rows
+
+
+def test_a_ddl_widening_a_column_widens_its_table(spark: Any, tmp_path: Path) -> None:
+    first = run_batch(tmp_path, "b1", [record("c", 1, 5, BASE_NS)], "INT")
+    assert first["accounting"]["applied"] == 1
+    assert table(spark, tmp_path) == ("int", {1: 5})
+
+    second = run_batch(
+        tmp_path,
+        "b2",
+        [record("u", 1, 7, BASE_NS + 1), record("c", 2, BEYOND_INT, BASE_NS + 2)],
+        "BIGINT",
+    )
+    accounting = second["accounting"]
+    assert (accounting["applied"], accounting["quarantined"]) == (2, 0)
+    assert table(spark, tmp_path) == ("bigint", {1: 7, 2: BEYOND_INT})
+
+
+def test_a_ddl_narrowing_a_column_keeps_its_table(spark: Any, tmp_path: Path) -> None:
+    run_batch(tmp_path, "b1", [record("c", 1, BEYOND_INT, BASE_NS)], "BIGINT")
+    second = run_batch(tmp_path, "b2", [record("c", 2, BEYOND_INT + 1, BASE_NS + 1)], "INT")
+    accounting = second["accounting"]
+    assert (accounting["applied"], accounting["quarantined"]) == (1, 0)
+    assert table(spark, tmp_path) == ("bigint", {1: BEYOND_INT, 2: BEYOND_INT + 1})
