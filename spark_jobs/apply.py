@@ -68,13 +68,20 @@ def ensure_target(spark: SparkSession, path: str, schema: StructType) -> None:
     needs it) or give it every column of ``schema``: add the missing ones, widen the ones
     ``schema`` widens (Delta's type widening)."""
     if not DeltaTable.isDeltaTable(spark, path):
-        builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(schema)
         properties = dict(TARGET_PROPERTIES)
         if any(needs_mapping(f.name) for f in schema.fields):
             properties.update(COLUMN_MAPPING)
-        for key, value in properties.items():
-            builder = builder.property(key, value)
-        builder.execute()
+        # SQL with the path quoted, not DeltaTableBuilder.location(), which takes a path
+        # holding a backtick for broken SQL.
+        columns = ", ".join(
+            f"{quoted(f.name)} {f.dataType.simpleString()}{'' if f.nullable else ' NOT NULL'}"
+            for f in schema.fields
+        )
+        pairs = ", ".join(f"'{k}' = '{v}'" for k, v in properties.items())
+        spark.sql(
+            f"CREATE TABLE IF NOT EXISTS delta.{quoted(path)} ({columns}) USING delta"
+            f" TBLPROPERTIES ({pairs})"
+        )
         return
     conform(spark, path, schema)
 

@@ -61,3 +61,22 @@ def test_a_change_naming_no_declared_schema_is_quarantined(spark: Any, tmp_path:
     ]
     accounting = stats["apply"]["accounting"]
     assert accounting["applied"] == 1 and accounting["quarantined"] == 2
+
+
+def test_a_warehouse_path_holding_a_backtick(spark: Any, tmp_path: Path) -> None:
+    """Paths reach SQL only quoted: a backtick or a space in the warehouse's path is data."""
+    base = 1_767_225_600_000_000_000
+    write_ndjson(
+        [record("public", 1, base), record("public", 2, base + 1)],
+        str(tmp_path / "dump"),
+        files=1,
+    )
+    warehouse = str(tmp_path / "ware`house dir")
+    land_dump(warehouse, str(tmp_path / "dump"), "b1")
+    stats = process(warehouse, "b1", ddl=DDL, options=("--history", "*"))
+
+    table = spark.read.format("delta").load(f"{warehouse}/public/accounts")
+    assert sorted((r["id"], r["name"]) for r in table.collect()) == [(1, "n1"), (2, "n2")]
+    history = spark.read.format("delta").load(f"{warehouse}/public/accounts__history")
+    assert sorted(r["id"] for r in history.collect()) == [1, 2]
+    assert stats["apply"]["accounting"]["applied"] == 2
