@@ -22,12 +22,14 @@ from typing import Any
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 from airflow_cdc.core import jsontext
 from airflow_cdc.core.events import ChangeRecord, Control, Fragment, Message
 from airflow_cdc.core.exceptions import RecordFormatError
 from airflow_cdc.core.formats import parser_for
 from airflow_cdc.core.formats.common import RecordLimits
+from spark_jobs.common import arrow_batch
 from spark_jobs.schemas import struct
 
 IMAGE = "MAP<STRING, VARIANT>"
@@ -478,33 +480,40 @@ def parse_dsql(records: DataFrame, fragments: int) -> DataFrame:
 
 
 def parse_with_core(records: DataFrame, fmt: str, record_limits: RecordLimits) -> DataFrame:
-    """Run ``fmt``'s core parser over each record in Arrow batches, then parse its images."""
+    """Run ``fmt``'s core parser over each record in Arrow batches, then parse its images.
+
+    Beside the parser's columns, each record's payload (its bytes as a string, unvalidated,
+    as Spark's cast from binary makes it), partition (``shard_id``) and position
+    (``seq_key``) pass through Arrow as they came, in the batch's order: no join back."""
     import pyarrow as pa
     from pyspark.sql.pandas.types import to_arrow_schema
 
     arrow_schema = to_arrow_schema(TEXT_SCHEMA, timezone="UTC")
+    schema = StructType([*TEXT_SCHEMA.fields, *struct(_PASSED_DDL).fields])
     parse = parser_for(fmt, record_limits)
 
     def run(batches: Iterator[Any]) -> Iterator[Any]:
         for batch in batches:
-            rows = [_parsed_row(parse, row) for row in batch.to_pylist()]
-            yield pa.RecordBatch.from_pylist(rows, schema=arrow_schema)
+            parsed = arrow_batch(
+                [_parsed_row(parse, row) for row in batch.to_pylist()], arrow_schema
+            )
+            data = batch.column("data")
+            text = pa.large_string() if pa.types.is_large_binary(data.type) else pa.string()
+            passed = [data.view(text), batch.column("shard_id"), batch.column("seq_key")]
+            yield pa.RecordBatch.from_arrays(
+                [*parsed.columns, *passed], names=[*arrow_schema.names, *schema.names[-3:]]
+            )
 
-    parsed = records.mapInArrow(run, TEXT_SCHEMA)
-    return parsed.join(
-        records.select(
-            "record_id",
-            F.col("data").cast("string").alias("payload"),
-            F.col("shard_id").alias("partition"),
-            F.col("seq_key").alias("position"),
-        ),
-        "record_id",
-    ).select(
+    return records.mapInArrow(run, schema).select(
         *[
             from_text(c) if c in TEXT_FIELDS else _txn() if c == "txn" else F.col(c)
             for c in PARSED_COLUMNS
         ]
     )
+
+
+# The columns that pass through the core parser's Arrow batches untouched.
+_PASSED_DDL = "payload STRING, partition STRING, position STRING"
 
 
 def _txn() -> Column:

@@ -27,6 +27,7 @@ from pyspark.sql import functions as F
 
 from airflow_cdc.core.events import ChunkRef, Fragment
 from airflow_cdc.core.reassembly import COMPLETE, FAILED, assemble
+from spark_jobs.common import arrow_batch
 from spark_jobs.ledger import DUPLICATE, PENDING, union_all
 from spark_jobs.parse import CHUNK_REFS, PARSED_COLUMNS, TEXT_FIELDS, TXN, from_text
 from spark_jobs.schemas import struct
@@ -356,7 +357,6 @@ def _next_state(
 
 def _assemble_sets(candidates: DataFrame, fragments: DataFrame, clock: Clock) -> DataFrame:
     """``SETTLED_SCHEMA`` for each candidate main record, reassembled through Arrow."""
-    import pyarrow as pa
     from pyspark.sql.pandas.types import to_arrow_schema
 
     refs = candidates.select(
@@ -386,8 +386,7 @@ def _assemble_sets(candidates: DataFrame, fragments: DataFrame, clock: Clock) ->
 
     def run(batches: Iterator[Any]) -> Iterator[Any]:
         for batch in batches:
-            rows = [settle(row) for row in batch.to_pylist()]
-            yield pa.RecordBatch.from_pylist(rows, schema=schema)
+            yield arrow_batch([settle(row) for row in batch.to_pylist()], schema)
 
     return buffered.mapInArrow(run, SETTLED_SCHEMA).localCheckpoint()
 
