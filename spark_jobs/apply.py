@@ -27,6 +27,7 @@ from delta.tables import DeltaTable
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
+    DataType,
     DateType,
     DecimalType,
     IntegralType,
@@ -63,6 +64,13 @@ def target_schema(changes: StructType) -> StructType:
     return StructType([*columns, *struct(TARGET_META_DDL).fields])
 
 
+def sql_type(data_type: DataType) -> str:
+    """A column's type as SQL DDL text: ``simpleString()``, but TIMESTAMP spelled
+    TIMESTAMP_LTZ, which a session whose ``spark.sql.timestampType`` is TIMESTAMP_NTZ would
+    otherwise read as TIMESTAMP_NTZ."""
+    return "timestamp_ltz" if isinstance(data_type, TimestampType) else data_type.simpleString()
+
+
 def ensure_target(spark: SparkSession, path: str, schema: StructType) -> None:
     """Create the target table (with deletion vectors, and column mapping when a column's name
     needs it) or give it every column of ``schema``: add the missing ones, widen the ones
@@ -74,7 +82,7 @@ def ensure_target(spark: SparkSession, path: str, schema: StructType) -> None:
         # SQL with the path quoted, not DeltaTableBuilder.location(), which takes a path
         # holding a backtick for broken SQL.
         columns = ", ".join(
-            f"{quoted(f.name)} {f.dataType.simpleString()}{'' if f.nullable else ' NOT NULL'}"
+            f"{quoted(f.name)} {sql_type(f.dataType)}{'' if f.nullable else ' NOT NULL'}"
             for f in schema.fields
         )
         pairs = ", ".join(f"'{k}' = '{v}'" for k, v in properties.items())
@@ -105,8 +113,14 @@ def conform(spark: SparkSession, path: str, schema: StructType) -> None:
                 log.info("turned on column mapping (by name) of %s", path)
 
         retry_on_conflict(turn_on, f"column mapping of {path}")
+    if any(isinstance(f.dataType, TimestampNTZType) for f in [*added, *widened]):
+        # Delta turns TIMESTAMP_NTZ on by itself only in a new table.
+        features = target.detail().first()["tableFeatures"]  # type: ignore[index]
+        if "timestampNtz" not in (features or []):
+            ntz = "'delta.feature.timestampNtz' = 'supported'"
+            spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ({ntz})")
     if added:
-        columns = ", ".join(f"{quoted(f.name)} {f.dataType.simpleString()}" for f in added)
+        columns = ", ".join(f"{quoted(f.name)} {sql_type(f.dataType)}" for f in added)
         spark.sql(f"ALTER TABLE {table} ADD COLUMNS ({columns})")
         log.info("added columns %s to %s", [f.name for f in added], path)
     if widened:
@@ -114,7 +128,7 @@ def conform(spark: SparkSession, path: str, schema: StructType) -> None:
         for field in widened:
             spark.sql(
                 f"ALTER TABLE {table} ALTER COLUMN {quoted(field.name)}"
-                f" TYPE {field.dataType.simpleString()}"
+                f" TYPE {sql_type(field.dataType)}"
             )
         log.info("widened columns %s of %s", [f.name for f in widened], path)
 

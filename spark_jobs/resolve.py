@@ -97,9 +97,11 @@ def stored_columns(spark: SparkSession, target: str, spec: TableSpec) -> dict[st
         except ValueError:
             log.warning("column %s of %s keeps its declared type", field.name, target)
             continue
-        if declared is not None and widens(kept, declared):
+        exact = field.name not in spec.primary_key or kept.pg_type != "real"
+        if declared is not None and exact and widens(kept, declared):
             # Widened by the DDL since the table was created: ensure_target widens the table
-            # (spark_jobs.apply.conform), as it does for a stream's wider schema.
+            # (spark_jobs.apply.conform), as it does for a stream's wider schema. Not a real
+            # key column: a stored FLOAT read as a DOUBLE no longer equals the key's value.
             continue
         columns[field.name] = kept
     return columns
