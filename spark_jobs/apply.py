@@ -40,7 +40,13 @@ from pyspark.sql.types import (
 
 from airflow_cdc.core.columns import needs_mapping
 from airflow_cdc.core.ddl import TableSpec
-from spark_jobs.common import committed_version, fault_point, quoted, retry_on_conflict
+from spark_jobs.common import (
+    committed_version,
+    fault_point,
+    quoted,
+    retry_on_conflict,
+    table_properties,
+)
 from spark_jobs.ledger import APPLIED, DUPLICATE, QUARANTINED, SUPERSEDED
 from spark_jobs.schemas import struct
 from spark_jobs.session import compiled
@@ -55,6 +61,8 @@ TARGET_META_DDL = (
 TARGET_PROPERTIES = {"delta.enableDeletionVectors": "true"}
 MAPPING_MODE = "delta.columnMapping.mode"
 COLUMN_MAPPING = {MAPPING_MODE: "name"}
+TYPE_WIDENING = {"delta.enableTypeWidening": "true"}
+TIMESTAMP_NTZ = {"delta.feature.timestampNtz": "supported"}
 _RANGE_TYPES = (IntegralType, DecimalType, StringType, DateType, TimestampType, TimestampNTZType)
 
 
@@ -85,10 +93,9 @@ def ensure_target(spark: SparkSession, path: str, schema: StructType) -> None:
             f"{quoted(f.name)} {sql_type(f.dataType)}{'' if f.nullable else ' NOT NULL'}"
             for f in schema.fields
         )
-        pairs = ", ".join(f"'{k}' = '{v}'" for k, v in properties.items())
         spark.sql(
             f"CREATE TABLE IF NOT EXISTS delta.{quoted(path)} ({columns}) USING delta"
-            f" TBLPROPERTIES ({pairs})"
+            f" TBLPROPERTIES ({table_properties(properties)})"
         )
         return
     conform(spark, path, schema)
@@ -103,28 +110,30 @@ def conform(spark: SparkSession, path: str, schema: StructType) -> None:
     added = [f for f in schema.fields if f.name not in current]
     widened = [f for f in schema.fields if f.name in current and f.dataType != current[f.name]]
     table = f"delta.{quoted(path)}"
+
+    def set_properties(properties: dict[str, str]) -> None:
+        spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ({table_properties(properties)})")
+
     if any(needs_mapping(f.name) for f in added):
 
         def turn_on() -> None:
             properties = DeltaTable.forPath(spark, path).detail().first()["properties"]  # type: ignore[index]
             if properties.get(MAPPING_MODE) != "name":
-                pairs = ", ".join(f"'{k}' = '{v}'" for k, v in COLUMN_MAPPING.items())
-                spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ({pairs})")
+                set_properties(COLUMN_MAPPING)
                 log.info("turned on column mapping (by name) of %s", path)
 
         retry_on_conflict(turn_on, f"column mapping of {path}")
     if any(isinstance(f.dataType, TimestampNTZType) for f in [*added, *widened]):
-        # Delta turns TIMESTAMP_NTZ on by itself only in a new table.
+        # Delta turns its TIMESTAMP_NTZ feature on by itself only in a new table.
         features = target.detail().first()["tableFeatures"]  # type: ignore[index]
         if "timestampNtz" not in (features or []):
-            ntz = "'delta.feature.timestampNtz' = 'supported'"
-            spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ({ntz})")
+            set_properties(TIMESTAMP_NTZ)
     if added:
         columns = ", ".join(f"{quoted(f.name)} {sql_type(f.dataType)}" for f in added)
         spark.sql(f"ALTER TABLE {table} ADD COLUMNS ({columns})")
         log.info("added columns %s to %s", [f.name for f in added], path)
     if widened:
-        spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ('delta.enableTypeWidening' = 'true')")
+        set_properties(TYPE_WIDENING)
         for field in widened:
             spark.sql(
                 f"ALTER TABLE {table} ALTER COLUMN {quoted(field.name)}"

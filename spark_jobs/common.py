@@ -190,6 +190,12 @@ def quoted(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
+def table_properties(properties: dict[str, str]) -> str:
+    """``properties`` (the jobs' own keys and values, never data) as the list that SQL's
+    ``TBLPROPERTIES (...)`` takes."""
+    return ", ".join(f"'{key}' = '{value}'" for key, value in properties.items())
+
+
 def arrow_batch(rows: list[dict[str, Any]], schema: Any) -> Any:
     """``rows`` (dicts; a field a row lacks is null) as an Arrow record batch of ``schema``,
     built column by column: ``RecordBatch.from_pylist`` converts row by row, about five times

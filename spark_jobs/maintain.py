@@ -96,6 +96,7 @@ from spark_jobs.common import (
     source_name,
     start,
     table_exists,
+    table_properties,
     write_stats,
 )
 from spark_jobs.cut import from_spark, member_ids
@@ -226,7 +227,7 @@ def keep_removed_files(
         settings[LOG_RETENTION] = wanted
     if not settings:
         return
-    listed = ", ".join(f"'{key}' = '{value}'" for key, value in sorted(settings.items()))
+    listed = table_properties(dict(sorted(settings.items())))
     retry_on_conflict(
         lambda: ctx.spark.sql(f"ALTER TABLE delta.{quoted(path)} SET TBLPROPERTIES ({listed})"),
         f"retention of {path}",

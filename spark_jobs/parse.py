@@ -479,6 +479,10 @@ def parse_dsql(records: DataFrame, fragments: int) -> DataFrame:
 # --- Other formats: the core parser, once per record, through Arrow ----------------------
 
 
+# The columns that pass through the core parser's Arrow batches untouched.
+PASSED = struct("payload STRING, partition STRING, position STRING")
+
+
 def parse_with_core(records: DataFrame, fmt: str, record_limits: RecordLimits) -> DataFrame:
     """Run ``fmt``'s core parser over each record in Arrow batches, then parse its images.
 
@@ -489,7 +493,7 @@ def parse_with_core(records: DataFrame, fmt: str, record_limits: RecordLimits) -
     from pyspark.sql.pandas.types import to_arrow_schema
 
     arrow_schema = to_arrow_schema(TEXT_SCHEMA, timezone="UTC")
-    schema = StructType([*TEXT_SCHEMA.fields, *struct(_PASSED_DDL).fields])
+    schema = StructType([*TEXT_SCHEMA.fields, *PASSED.fields])
     parse = parser_for(fmt, record_limits)
 
     def run(batches: Iterator[Any]) -> Iterator[Any]:
@@ -501,7 +505,7 @@ def parse_with_core(records: DataFrame, fmt: str, record_limits: RecordLimits) -
             text = pa.large_string() if pa.types.is_large_binary(data.type) else pa.string()
             passed = [data.view(text), batch.column("shard_id"), batch.column("seq_key")]
             yield pa.RecordBatch.from_arrays(
-                [*parsed.columns, *passed], names=[*arrow_schema.names, *schema.names[-3:]]
+                [*parsed.columns, *passed], names=[*arrow_schema.names, *PASSED.names]
             )
 
     return records.mapInArrow(run, schema).select(
@@ -510,10 +514,6 @@ def parse_with_core(records: DataFrame, fmt: str, record_limits: RecordLimits) -
             for c in PARSED_COLUMNS
         ]
     )
-
-
-# The columns that pass through the core parser's Arrow batches untouched.
-_PASSED_DDL = "payload STRING, partition STRING, position STRING"
 
 
 def _txn() -> Column:

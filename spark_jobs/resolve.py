@@ -30,8 +30,8 @@ from airflow_cdc.core.ddl import ColumnSpec, TableSpec
 from airflow_cdc.core.formats.common import UNORDERED
 from airflow_cdc.core.partial import fold
 from airflow_cdc.core.rows import type_conflicts
-from airflow_cdc.core.types import column_of, column_of_spark, family_of, spark_type, widen
-from spark_jobs.common import quoted
+from airflow_cdc.core.types import column_of, column_of_spark, spark_type, widen, widens
+from spark_jobs.common import arrow_batch, quoted
 from spark_jobs.ledger import DUPLICATE, SUPERSEDED
 from spark_jobs.parse import IMAGE
 from spark_jobs.schemas import struct
@@ -63,14 +63,6 @@ def belongs(spec: TableSpec, only_table: bool, names_schemas: bool = False) -> C
     by_name = (F.coalesce(schema, F.lit("")) == "") & (table == spec.table.name)
     unnamed = (F.coalesce(schema, F.lit("")) == "") & (F.coalesce(table, F.lit("")) == "")
     return exact | by_name | (unnamed & F.lit(only_table))
-
-
-def widens(stored: ColumnSpec, declared: ColumnSpec) -> bool:
-    """Whether ``declared`` holds every value of ``stored`` without loss, in a type that Delta
-    widens a column to (:func:`~airflow_cdc.core.types.widen`: int32 to int64, float to
-    double, a decimal with more digits and no fewer in its fraction)."""
-    wider = widen(stored, family_of(declared))
-    return wider is not None and spark_type(wider) == spark_type(declared) != spark_type(stored)
 
 
 def stored_columns(spark: SparkSession, target: str, spec: TableSpec) -> dict[str, ColumnSpec]:
@@ -467,7 +459,7 @@ def fold_partials(decoded: DataFrame, keys: list[str]) -> tuple[DataFrame, DataF
         for row in rows:
             for m in maps:
                 row[m] = list((row[m] or {}).items())
-        return pa.Table.from_pylist(rows, schema=arrow_schema)
+        return pa.Table.from_batches([arrow_batch(rows, arrow_schema)])
 
     folded = decoded.groupBy(*_columns(keys)).applyInArrow(run, schema).localCheckpoint()
     winners = folded.where(F.col("_fold_status").isNull()).drop("_fold_status", "_fold_reason")

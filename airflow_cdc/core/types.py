@@ -424,3 +424,11 @@ def widen(current: ColumnSpec, incoming: str) -> ColumnSpec | None:
     if new.pg_type in _WIDER.get(current.pg_type, ()):
         return new
     return None
+
+
+def widens(stored: ColumnSpec, declared: ColumnSpec) -> bool:
+    """Whether ``declared`` holds every value of ``stored`` without loss, in another Spark
+    type that Delta widens a column to (:func:`widen`'s widenings: int32 to int64, float to
+    double, a decimal with more digits and no fewer in its fraction, date to timestamp)."""
+    wider = widen(stored, family_of(declared))
+    return wider is not None and spark_type(wider) == spark_type(declared) != spark_type(stored)

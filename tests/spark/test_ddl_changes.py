@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import random
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from cdc_demo.dsql_stream import write_ndjson
+from cdc_demo.dsql_stream import envelope, write_ndjson
 from tests.spark.pipeline import land_dump, process
 
 pytestmark = pytest.mark.spark
@@ -26,24 +27,7 @@ def ddl(qty_type: str) -> str:
 def record(op: str, ident: int, qty: int, ts_ns: int) -> str:
     """A ``full`` insert or update as the DSQL document shapes it (dates are days and
     timestamps microseconds since the epoch)."""
-    return json.dumps(
-        {
-            "type": "full",
-            "op": op,
-            "before": None,
-            "after": {"id": ident, "qty": qty},
-            "source": {
-                "version": "1.0",
-                "ts_ms": ts_ns // 1_000_000,
-                "ts_ns": ts_ns,
-                "txId": f"tx{ts_ns}",
-                "schema": "public",
-                "table": "stock",
-                "db": "postgres",
-                "cluster": "c1",
-            },
-        }
-    )
+    return json.dumps(envelope(op, "stock", ts_ns, {"id": ident, "qty": qty}, random.Random(ts_ns)))
 
 
 def run_batch(tmp_path: Path, batch: str, records: list[str], qty_type: str) -> dict[str, Any]:
