@@ -58,6 +58,8 @@ _SPECIAL_FLOATS = ("NaN", "Infinity", "-Infinity")
 _DECIMAL_TEXT = r"^\s*([+-]?)(\d*)(?:\.(\d*))?(?:[eE]([+-]?\d{1,4}))?\s*$"
 _TIME_TEXT = r"^(\d{2})(?::(\d{2})(?::(\d{2})(?:[.,](\d{1,9}))?)?)?(Z|[+-]\d{2}(?::?\d{2})?)?$"
 _DATE_TEXT = r"^(\d{4})-(\d{2})-(\d{2})$"
+# A UTC timestamp as text, to the microsecond: the common text form of timestamps.
+_UTC_TEXT = r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:\.\d{1,6})?Z$"
 _TIMESTAMP_TEXT = (
     r"^(\d{4}-\d{2}-\d{2})(?:[T ](\d{2})(?::(\d{2})(?::(\d{2})(?:[.,](\d{1,9}))?)?)?)?"
     r"(Z|[+-]\d{2}(?::?\d{2})?)?$"
@@ -86,15 +88,16 @@ class _Json:
     With a ``prefix``, the values that decoders refer to many times become columns of their
     own (:meth:`stage`), computed in projections before the decoded value: level 1 the JSON
     type and the value as text or number, level 2 what a family derives from those (the
-    groups of a timestamp's text), level 3 what is wrong with the value, level 4 the value
-    and its special marker (the outputs refer to each of these several times). Without one,
-    everything stays one expression.
+    groups of a timestamp's text), level 3 what it computes from those (the instant the
+    groups name), level 4 what is wrong with the value, level 5 the value and its special
+    marker (the outputs refer to each of these several times). Without one, everything
+    stays one expression.
     """
 
     def __init__(self, value: Column, prefix: str | None = None) -> None:
         self.variant = value
         self.prefix = prefix
-        self.levels: tuple[dict[str, Column], ...] = ({}, {}, {}, {})
+        self.levels: tuple[dict[str, Column], ...] = ({}, {}, {}, {}, {})
 
     # Each level-1 part is staged when a decoder first refers to it: the fast forms
     # (:func:`decode_fast`) stage only the few they read.
@@ -192,13 +195,13 @@ def _decoded(column: ColumnSpec, json: _Json) -> DecodedColumn:
         problem = F.when(~fast, problem)
         value = F.when(fast, fast_value).otherwise(value)
         special = F.when(~fast, special)
-    problem = json.stage("problem", problem, level=3)
+    problem = json.stage("problem", problem, level=4)
     ok = json.present & problem.isNull()
-    value = json.stage("value", F.when(ok, value).cast(spark_type(column)), level=4)
+    value = json.stage("value", F.when(ok, value).cast(spark_type(column)), level=5)
     shown = F.substring(json.text, 1, 40)
     return DecodedColumn(
         value=value,
-        special=json.stage("special", F.when(ok, special).cast("string"), level=4),
+        special=json.stage("special", F.when(ok, special).cast("string"), level=5),
         error=F.when(
             problem.isNotNull(),
             F.concat(F.lit(f"column {column.name!r}: "), shown, F.lit(" "), problem),
@@ -457,14 +460,16 @@ def _timestamp(column: ColumnSpec, json: _Json) -> _Result:
     # A local time with an offset is the instant at UTC minus the offset.
     utc_micros = F.unix_micros(local.cast("timestamp")) - _offset_micros(group[5])
     offset_ok = _offset_micros(group[5]).isNotNull()
-    valid_text = matched & day.isNotNull() & clock_ok & (F.year(day) >= 1) & offset_ok
+    valid_text = json.stage(
+        "ts_valid", matched & day.isNotNull() & clock_ok & (F.year(day) >= 1) & offset_ok, level=3
+    )
     from_text = F.when(json.is_string & valid_text, utc_micros)
     number = json.get("decimal(38,0)")
     sentinel = F.when(number == TIMESTAMP_POS_INFINITY, F.lit("infinity")).when(
         number == TIMESTAMP_NEG_INFINITY, F.lit("-infinity")
     )
     from_number = F.when(json.is_integer & sentinel.isNull(), number.try_cast("bigint"))
-    micros_total = F.coalesce(from_text, from_number)
+    micros_total = json.stage("ts_micros", F.coalesce(from_text, from_number), level=3)
     in_range = micros_total.between(MIN_MICROS, MAX_MICROS)
     moment = F.timestamp_micros(micros_total)
     # A timestamp without time zone keeps the wall time (an offset converts it to UTC).
@@ -485,10 +490,16 @@ def _timestamp(column: ColumnSpec, json: _Json) -> _Result:
 
 
 def _timestamp_fast(column: ColumnSpec, json: _Json) -> tuple[Column, Column]:
-    """Microseconds since the epoch, within the calendar."""
-    instant = F.timestamp_micros(json.int64)
+    """Microseconds since the epoch, within the calendar; or UTC text in ISO 8601 to the
+    microsecond (``2024-01-15T10:30:00.5Z``, as Debezium's ZonedTimestamp writes it), which
+    Spark's cast reads as the full rules do."""
+    from_number = json.int64.between(MIN_MICROS, MAX_MICROS)
+    text = json.get("string")
+    parsed = F.when(text.rlike(_UTC_TEXT), text.try_cast("timestamp"))
+    from_text = F.unix_micros(parsed).between(MIN_MICROS, MAX_MICROS)
+    instant = F.when(from_number, F.timestamp_micros(json.int64)).otherwise(parsed)
     return (
-        json.int64.between(MIN_MICROS, MAX_MICROS),
+        F.coalesce(from_number, F.lit(False)) | F.coalesce(from_text, F.lit(False)),
         instant.cast("timestamp_ntz") if column.pg_type == "timestamp" else instant,
     )
 
@@ -630,7 +641,7 @@ def decode_columns(
     column's parts.
     """
     parts: dict[str, DecodedColumn] = {}
-    levels: list[dict[str, Column]] = [{}, {}, {}, {}]
+    levels: list[dict[str, Column]] = [{}, {}, {}, {}, {}]
     for column in columns:
         json = _Json(F.col(slots[column.name]), prefix=f"{slots[column.name]}d")
         parts[column.name] = _decoded(column, json)
