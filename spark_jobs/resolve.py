@@ -18,23 +18,19 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import replace
-from typing import Any
 
 from delta.tables import DeltaTable
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructType
 
 from airflow_cdc.core.columns import admit
 from airflow_cdc.core.ddl import ColumnSpec, TableSpec
 from airflow_cdc.core.formats.common import UNORDERED
-from airflow_cdc.core.partial import fold
 from airflow_cdc.core.rows import type_conflicts
 from airflow_cdc.core.types import column_of, column_of_spark, spark_type, widen, widens
-from spark_jobs.common import arrow_batch, quoted
-from spark_jobs.ledger import DUPLICATE, SUPERSEDED
+from spark_jobs.common import quoted
+from spark_jobs.ledger import DUPLICATE, SUPERSEDED, union_all
 from spark_jobs.parse import IMAGE
-from spark_jobs.schemas import struct
 from spark_jobs.values import DecodedColumn, decode_columns, decode_fast, decode_value
 
 log = logging.getLogger("airflow_cdc.jobs")
@@ -434,45 +430,148 @@ def resolve_keys(decoded: DataFrame, keys: list[str]) -> tuple[DataFrame, DataFr
     return winners, losers
 
 
-def fold_partials(decoded: DataFrame, keys: list[str]) -> tuple[DataFrame, DataFrame]:
-    """(winners, losers) of keys that have partial updates, folded column by column by the
-    core's :func:`~airflow_cdc.core.partial.fold`, one key's changes at a time through Arrow."""
-    import pyarrow as pa
-    from pyspark.sql.pandas.types import to_arrow_schema
+def _by_position(left: Column, right: Column) -> Column:
+    """An ``array_sort`` comparator of structs by their ``p``."""
+    return F.when(left["p"] < right["p"], -1).when(left["p"] > right["p"], 1).otherwise(0)
 
-    schema = StructType(
-        [*decoded.schema.fields, *struct("_fold_status STRING, _fold_reason STRING").fields]
-    )
-    arrow_schema = to_arrow_schema(schema, timezone="UTC")
+
+# The change metadata a folded change takes from the newest of its key's changes.
+_NEWEST = ("_cdc_is_delete", "_cdc_sequence", "_cdc_op", "_cdc_commit_ts", "_cdc_record_id")
+
+
+def fold_partials(decoded: DataFrame, keys: list[str]) -> tuple[DataFrame, DataFrame]:
+    """(winners, losers) of keys that have partial updates, folded column by column as the
+    core's :func:`~airflow_cdc.core.partial.fold` folds them, with window functions and one
+    aggregation per key. In sequence order: a change with the sequence of the one before it
+    is a duplicate; the newest full image (or delete) is the base, the changes before it are
+    superseded; each partial update after it overwrites the columns it sets (an undeclared
+    one in ``_cdc_extra``). Without a base, the result sets only the columns some update set.
+    """
     names = [f.name for f in decoded.schema.fields]
     columns = [n for n in names if not n.startswith("_cdc_") and n not in keys]
-    maps = ("_cdc_extra", "_cdc_special_values")
-
-    def run(table: Any) -> Any:
-        changes = [{**row, **{m: dict(row[m] or []) for m in maps}} for row in table.to_pylist()]
-        result, losers = fold(changes, columns)
-        rows = [
-            {**loser, "_fold_status": status, "_fold_reason": reason}
-            for loser, status, reason in losers
-        ]
-        rows.append({**result, "_fold_status": None, "_fold_reason": None})
-        for row in rows:
-            for m in maps:
-                row[m] = list((row[m] or {}).items())
-        return pa.Table.from_batches([arrow_batch(rows, arrow_schema)])
-
-    folded = decoded.groupBy(*_columns(keys)).applyInArrow(run, schema).localCheckpoint()
-    winners = folded.where(F.col("_fold_status").isNull()).drop("_fold_status", "_fold_reason")
-    losers = (
-        folded.where(F.col("_fold_status").isNotNull())
-        .select(
-            F.explode("_cdc_members").alias("m"),
-            F.col("_fold_status").alias("status"),
-            F.col("_fold_reason").alias("reason"),
-        )
-        .select("m.record_id", "m.batch_id", "status", "reason")
+    by_key = _columns(keys)
+    sequence, record = F.col("_cdc_sequence"), F.col("_cdc_record_id")
+    ranked = decoded.select(
+        "*",
+        (F.row_number().over(Window.partitionBy(*by_key, sequence).orderBy(record)) > 1).alias(
+            "_f_dup"
+        ),
     )
-    return winners, losers
+    unique = ranked.where(~F.col("_f_dup")).drop("_f_dup")
+    unique = unique.select(
+        "*",
+        F.row_number().over(Window.partitionBy(*by_key).orderBy(sequence, record)).alias("_f_pos"),
+    )
+    whole = Window.partitionBy(*by_key)
+    full = F.col("_cdc_set_columns").isNull()
+    unique = unique.select(
+        "*",
+        F.max(F.when(full, F.col("_f_pos"))).over(whole).alias("_f_start"),
+        F.max(sequence).over(whole).alias("_f_newest"),
+    ).localCheckpoint()
+    start, pos = F.col("_f_start"), F.col("_f_pos")
+    superseded = unique.where(start.isNotNull() & (pos < start))
+    folding = unique.where(start.isNull() | (pos >= start))
+    patch = start.isNull() | (pos > start)
+    every = F.struct(*_columns(names))
+
+    def set_here(name: str) -> Column:
+        return patch & F.coalesce(F.array_contains("_cdc_set_columns", name), F.lit(False))
+
+    patched = {
+        c: F.max_by(
+            F.struct(F.col(quoted(c)).alias("v"), F.col("_cdc_special_values")[c].alias("s")),
+            F.when(set_here(c), pos),
+        ).alias(f"_f_c{i}")
+        for i, c in enumerate(columns)
+    }
+    set_extras = F.map_filter("_cdc_extra", lambda k, _: F.array_contains("_cdc_set_columns", k))
+    groups = folding.groupBy(*by_key).agg(
+        F.max_by(every, F.when(pos == start, pos)).alias("_f_base"),
+        F.min_by(every, pos).alias("_f_first"),
+        F.max_by(F.struct(*_columns(list(_NEWEST))), pos).alias("_f_last"),
+        F.collect_list(F.struct(pos.alias("p"), F.col("_cdc_members").alias("m"))).alias(
+            "_f_members"
+        ),
+        F.collect_list(F.when(patch, F.struct(pos.alias("p"), set_extras.alias("m")))).alias(
+            "_f_extras"
+        ),
+        F.collect_list(F.when(patch, F.col("_cdc_set_columns"))).alias("_f_sets"),
+        *patched.values(),
+    )
+    has_base = F.col("_f_base").isNotNull()
+    origin = F.when(has_base, F.col("_f_base")).otherwise(F.col("_f_first"))
+    empty = F.create_map().cast("map<string,string>")
+    extras = F.aggregate(
+        F.array_sort("_f_extras", _by_position),
+        F.when(has_base, F.coalesce(F.col("_f_base._cdc_extra"), empty)).otherwise(empty),
+        lambda acc, x: F.map_concat(
+            F.map_filter(acc, lambda k, _: ~F.map_contains_key(x["m"], k)), x["m"]
+        ),
+    )
+    found = {c: F.col(f"_f_c{i}") for i, c in enumerate(columns)}
+    overridden = F.array_compact(
+        F.array(*[F.when(found[c].isNotNull(), F.lit(c)) for c in columns])
+        if columns
+        else F.array().cast("array<string>")
+    )
+    base_specials = F.when(
+        has_base, F.coalesce(F.col("_f_base._cdc_special_values"), empty)
+    ).otherwise(empty)
+    new_specials = (
+        F.map_from_entries(
+            F.filter(
+                F.array(
+                    *[F.struct(F.lit(c).alias("k"), found[c]["s"].alias("v")) for c in columns]
+                ),
+                lambda e: e["v"].isNotNull(),
+            )
+        )
+        if columns
+        else empty
+    )
+    specials = F.map_concat(
+        F.map_filter(base_specials, lambda k, _: ~F.array_contains(overridden, k)), new_specials
+    )
+
+    def value(name: str) -> Column:
+        if name in keys:
+            return F.col(quoted(name))
+        if name in columns:
+            kept = F.when(has_base, F.col("_f_base")[name])
+            return F.when(found[name].isNotNull(), found[name]["v"]).otherwise(kept)
+        if name in _NEWEST:
+            return F.col("_f_last")[name]
+        if name == "_cdc_members":
+            return F.flatten(
+                F.transform(F.array_sort("_f_members", _by_position), lambda x: x["m"])
+            )
+        if name == "_cdc_set_columns":
+            return F.when(~has_base, F.array_sort(F.array_distinct(F.flatten("_f_sets"))))
+        if name == "_cdc_extra":
+            return extras
+        if name == "_cdc_special_values":
+            return specials
+        return origin[name]
+
+    folded = groups.select(
+        *[value(n).cast(decoded.schema[n].dataType).alias(n) for n in names]
+    ).localCheckpoint()
+    losers = union_all(
+        [
+            ranked.where("_f_dup").select(
+                "_cdc_members",
+                F.lit(DUPLICATE).alias("status"),
+                F.lit("same sequence again in batch").alias("reason"),
+            ),
+            superseded.select(
+                "_cdc_members",
+                F.lit(SUPERSEDED).alias("status"),
+                F.concat(F.lit("newer change in batch: "), F.col("_f_newest")).alias("reason"),
+            ),
+        ]
+    ).select(F.explode("_cdc_members").alias("m"), "status", "reason")
+    return folded, losers.select("m.record_id", "m.batch_id", "status", "reason")
 
 
 def resolve_table(decoded: DataFrame, keys: list[str]) -> tuple[DataFrame, list[DataFrame]]:
