@@ -411,19 +411,19 @@ def resolve_keys(decoded: DataFrame, keys: list[str]) -> tuple[DataFrame, DataFr
     )
     # Materialized once: the winners and the ledger's losers both come from it.
     ranked = (
-        decoded.withColumn("_rank", F.row_number().over(per_key))
-        .withColumn("_newest", F.first("_cdc_sequence").over(per_key))
+        decoded.withColumn("_cdc_rank", F.row_number().over(per_key))
+        .withColumn("_cdc_newest", F.first("_cdc_sequence").over(per_key))
         .localCheckpoint()
     )
-    winners = ranked.where(F.col("_rank") == 1).drop("_rank", "_newest")
+    winners = ranked.where(F.col("_cdc_rank") == 1).drop("_cdc_rank", "_cdc_newest")
     losers = (
-        ranked.where(F.col("_rank") > 1)
+        ranked.where(F.col("_cdc_rank") > 1)
         .select(
             F.explode("_cdc_members").alias("m"),
-            F.when(F.col("_cdc_sequence") == F.col("_newest"), F.lit(DUPLICATE))
+            F.when(F.col("_cdc_sequence") == F.col("_cdc_newest"), F.lit(DUPLICATE))
             .otherwise(F.lit(SUPERSEDED))
             .alias("status"),
-            F.concat(F.lit("newer change in batch: "), F.col("_newest")).alias("reason"),
+            F.concat(F.lit("newer change in batch: "), F.col("_cdc_newest")).alias("reason"),
         )
         .select("m.record_id", "m.batch_id", "status", "reason")
     )
@@ -454,69 +454,77 @@ def fold_partials(decoded: DataFrame, keys: list[str]) -> tuple[DataFrame, DataF
     ranked = decoded.select(
         "*",
         (F.row_number().over(Window.partitionBy(*by_key, sequence).orderBy(record)) > 1).alias(
-            "_f_dup"
+            "_cdc_f_dup"
         ),
-    )
-    unique = ranked.where(~F.col("_f_dup")).drop("_f_dup")
+    ).localCheckpoint()
+    unique = ranked.where(~F.col("_cdc_f_dup")).drop("_cdc_f_dup")
     unique = unique.select(
         "*",
-        F.row_number().over(Window.partitionBy(*by_key).orderBy(sequence, record)).alias("_f_pos"),
+        F.row_number()
+        .over(Window.partitionBy(*by_key).orderBy(sequence, record))
+        .alias("_cdc_f_pos"),
     )
     whole = Window.partitionBy(*by_key)
     full = F.col("_cdc_set_columns").isNull()
     unique = unique.select(
         "*",
-        F.max(F.when(full, F.col("_f_pos"))).over(whole).alias("_f_start"),
-        F.max(sequence).over(whole).alias("_f_newest"),
+        F.max(F.when(full, F.col("_cdc_f_pos"))).over(whole).alias("_cdc_f_start"),
+        F.max(sequence).over(whole).alias("_cdc_f_newest"),
     ).localCheckpoint()
-    start, pos = F.col("_f_start"), F.col("_f_pos")
+    start, pos = F.col("_cdc_f_start"), F.col("_cdc_f_pos")
     superseded = unique.where(start.isNotNull() & (pos < start))
     folding = unique.where(start.isNull() | (pos >= start))
     patch = start.isNull() | (pos > start)
     every = F.struct(*_columns(names))
+    empty = F.create_map().cast("map<string,string>")
 
     def set_here(name: str) -> Column:
-        return patch & F.coalesce(F.array_contains("_cdc_set_columns", name), F.lit(False))
+        # An update that sets a name it also carries as undeclared sets that, not the column.
+        column = F.array_contains("_cdc_set_columns", name) & ~F.map_contains_key(
+            F.coalesce("_cdc_extra", empty), name
+        )
+        return patch & F.coalesce(column, F.lit(False))
 
     patched = {
         c: F.max_by(
             F.struct(F.col(quoted(c)).alias("v"), F.col("_cdc_special_values")[c].alias("s")),
             F.when(set_here(c), pos),
-        ).alias(f"_f_c{i}")
+        ).alias(f"_cdc_f_c{i}")
         for i, c in enumerate(columns)
     }
-    set_extras = F.map_filter("_cdc_extra", lambda k, _: F.array_contains("_cdc_set_columns", k))
+    set_extras = F.map_filter(
+        F.coalesce("_cdc_extra", empty), lambda k, _: F.array_contains("_cdc_set_columns", k)
+    )
     groups = folding.groupBy(*by_key).agg(
-        F.max_by(every, F.when(pos == start, pos)).alias("_f_base"),
-        F.min_by(every, pos).alias("_f_first"),
-        F.max_by(F.struct(*_columns(list(_NEWEST))), pos).alias("_f_last"),
+        F.max_by(every, F.when(pos == start, pos)).alias("_cdc_f_base"),
+        F.min_by(every, pos).alias("_cdc_f_first"),
+        F.max_by(F.struct(*_columns(list(_NEWEST))), pos).alias("_cdc_f_last"),
         F.collect_list(F.struct(pos.alias("p"), F.col("_cdc_members").alias("m"))).alias(
-            "_f_members"
+            "_cdc_f_members"
         ),
         F.collect_list(F.when(patch, F.struct(pos.alias("p"), set_extras.alias("m")))).alias(
-            "_f_extras"
+            "_cdc_f_extras"
         ),
-        F.collect_list(F.when(patch, F.col("_cdc_set_columns"))).alias("_f_sets"),
+        F.collect_list(F.when(patch, F.col("_cdc_set_columns"))).alias("_cdc_f_sets"),
         *patched.values(),
     )
-    has_base = F.col("_f_base").isNotNull()
-    origin = F.when(has_base, F.col("_f_base")).otherwise(F.col("_f_first"))
-    empty = F.create_map().cast("map<string,string>")
+    has_base = F.col("_cdc_f_base").isNotNull()
+    origin = F.when(has_base, F.col("_cdc_f_base")).otherwise(F.col("_cdc_f_first"))
     extras = F.aggregate(
-        F.array_sort("_f_extras", _by_position),
-        F.when(has_base, F.coalesce(F.col("_f_base._cdc_extra"), empty)).otherwise(empty),
+        F.array_sort("_cdc_f_extras", _by_position),
+        F.when(has_base, F.coalesce(F.col("_cdc_f_base._cdc_extra"), empty)).otherwise(empty),
         lambda acc, x: F.map_concat(
             F.map_filter(acc, lambda k, _: ~F.map_contains_key(x["m"], k)), x["m"]
         ),
     )
-    found = {c: F.col(f"_f_c{i}") for i, c in enumerate(columns)}
+    found = {c: F.col(f"_cdc_f_c{i}") for i, c in enumerate(columns)}
     overridden = F.array_compact(
         F.array(*[F.when(found[c].isNotNull(), F.lit(c)) for c in columns])
         if columns
         else F.array().cast("array<string>")
     )
     base_specials = F.when(
-        has_base, F.coalesce(F.col("_f_base._cdc_special_values"), empty)
+        has_base, F.coalesce(F.col("_cdc_f_base._cdc_special_values"), empty)
     ).otherwise(empty)
     new_specials = (
         F.map_from_entries(
@@ -538,16 +546,16 @@ def fold_partials(decoded: DataFrame, keys: list[str]) -> tuple[DataFrame, DataF
         if name in keys:
             return F.col(quoted(name))
         if name in columns:
-            kept = F.when(has_base, F.col("_f_base")[name])
+            kept = F.when(has_base, F.col("_cdc_f_base")[name])
             return F.when(found[name].isNotNull(), found[name]["v"]).otherwise(kept)
         if name in _NEWEST:
-            return F.col("_f_last")[name]
+            return F.col("_cdc_f_last")[name]
         if name == "_cdc_members":
             return F.flatten(
-                F.transform(F.array_sort("_f_members", _by_position), lambda x: x["m"])
+                F.transform(F.array_sort("_cdc_f_members", _by_position), lambda x: x["m"])
             )
         if name == "_cdc_set_columns":
-            return F.when(~has_base, F.array_sort(F.array_distinct(F.flatten("_f_sets"))))
+            return F.when(~has_base, F.array_sort(F.array_distinct(F.flatten("_cdc_f_sets"))))
         if name == "_cdc_extra":
             return extras
         if name == "_cdc_special_values":
@@ -559,7 +567,7 @@ def fold_partials(decoded: DataFrame, keys: list[str]) -> tuple[DataFrame, DataF
     ).localCheckpoint()
     losers = union_all(
         [
-            ranked.where("_f_dup").select(
+            ranked.where("_cdc_f_dup").select(
                 "_cdc_members",
                 F.lit(DUPLICATE).alias("status"),
                 F.lit("same sequence again in batch").alias("reason"),
@@ -567,7 +575,7 @@ def fold_partials(decoded: DataFrame, keys: list[str]) -> tuple[DataFrame, DataF
             superseded.select(
                 "_cdc_members",
                 F.lit(SUPERSEDED).alias("status"),
-                F.concat(F.lit("newer change in batch: "), F.col("_f_newest")).alias("reason"),
+                F.concat(F.lit("newer change in batch: "), F.col("_cdc_f_newest")).alias("reason"),
             ),
         ]
     ).select(F.explode("_cdc_members").alias("m"), "status", "reason")

@@ -20,14 +20,16 @@ from spark_jobs.resolve import fold_partials
 
 pytestmark = pytest.mark.spark
 
+# Column names are data: a dot, and names like the fold's working columns.
 SCHEMA = (
-    "id BIGINT, a STRING, b BIGINT, c DECIMAL(10,2), _cdc_is_delete BOOLEAN,"
+    "id BIGINT, a STRING, b BIGINT, c DECIMAL(10,2), `d.e` STRING, _f_pos STRING,"
+    " _cdc_is_delete BOOLEAN,"
     " _cdc_sequence STRING, _cdc_op STRING, _cdc_commit_ts TIMESTAMP, _cdc_record_id STRING,"
     " _cdc_members ARRAY<STRUCT<record_id: STRING, batch_id: STRING>>, _cdc_partition STRING,"
     " _cdc_position STRING, _cdc_extra MAP<STRING, STRING>,"
     " _cdc_special_values MAP<STRING, STRING>, _cdc_set_columns ARRAY<STRING>"
 )
-COLUMNS = ["a", "b", "c"]
+COLUMNS = ["a", "b", "c", "d.e", "_f_pos"]
 NAMES = [
     "id",
     *COLUMNS,
@@ -55,8 +57,14 @@ def changes(seed: int, keys: int) -> list[dict[str, Any]]:
             kind = rng.choice(["full", "delete", "partial", "partial", "partial"])
             sets = None
             if kind == "partial":
-                sets = sorted(rng.sample(["a", "b", "c", "x", "y"], rng.randint(1, 3)))
-            extra = {n: f"e{serial}" for n in ("x", "y") if rng.random() < 0.6}
+                sets = sorted(rng.sample([*COLUMNS, "x", "y"], rng.randint(1, 3)))
+            extra: dict[str, str] | None = {
+                n: f"e{serial}" for n in ("x", "y") if rng.random() < 0.6
+            }
+            if rng.random() < 0.1:
+                extra = None
+            elif rng.random() < 0.1:  # a declared name carried as undeclared: the extra wins
+                extra = {**(extra or {}), "a": f"e{serial}"}
             specials = {"b": "infinity"} if rng.random() < 0.2 else {}
 
             result.append(
@@ -65,6 +73,8 @@ def changes(seed: int, keys: int) -> list[dict[str, Any]]:
                     "a": rng.choice([None, f"a{serial}"]),
                     "b": rng.choice([None, serial]),
                     "c": Decimal(serial) / 4,
+                    "d.e": rng.choice([None, f"d{serial}"]),
+                    "_f_pos": f"f{serial}",
                     "_cdc_is_delete": kind == "delete",
                     "_cdc_sequence": f"{rng.randint(1, 6):020d}",
                     "_cdc_op": {"full": "u", "delete": "d", "partial": "u"}[kind],
@@ -85,8 +95,8 @@ def changes(seed: int, keys: int) -> list[dict[str, Any]]:
 def comparable(row: dict[str, Any]) -> dict[str, Any]:
     view = dict(row)
     view["_cdc_members"] = [tuple(m) for m in view["_cdc_members"]]
-    view["_cdc_extra"] = dict(view["_cdc_extra"] or {})
-    view["_cdc_special_values"] = dict(view["_cdc_special_values"] or {})
+    for name in ("_cdc_extra", "_cdc_special_values"):  # NULL stays NULL: the core's is {}
+        view[name] = None if view[name] is None else dict(view[name])
     return view
 
 

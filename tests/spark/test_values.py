@@ -399,3 +399,11 @@ def test_common_forms_agree_with_the_core_wherever_they_apply(spark: Any) -> Non
     costly = ("smallint", "integer", "bigint", "oid", "interval", "numeric", "date", "time")
     families = (*costly, "timetz", "timestamp", "timestamptz")
     assert all(taken.get(family, 0) >= 1 for family in families), taken
+    # UTC text to the microsecond is a common form of timestamps (Debezium's ZonedTimestamp).
+    utc = [
+        got[(i, row)][0]
+        for i, (column, texts) in enumerate(CASES.items())
+        for row, text in enumerate(texts)
+        if column.pg_type.startswith("timestamp") and text.endswith('Z"')
+    ]
+    assert any(utc) and not all(utc), utc
