@@ -47,7 +47,7 @@ from spark_jobs.common import (
     retry_on_conflict,
     table_properties,
 )
-from spark_jobs.ledger import APPLIED, DUPLICATE, QUARANTINED, SUPERSEDED
+from spark_jobs.ledger import APPLIED, DUPLICATE, QUARANTINED, SUPERSEDED, per_record
 from spark_jobs.schemas import struct
 from spark_jobs.session import compiled
 
@@ -233,14 +233,14 @@ def classify(
         .when(was_live, F.lit(UPDATED))
         .otherwise(F.lit(INSERTED))
     )
-    return joined.select(
-        F.explode("_cdc_members").alias("m"),
+    return per_record(
+        joined,
         status.alias("status"),
         reason.alias("reason"),
         detail.alias("detail"),
         F.col("_cdc_record_id").alias("change_id"),
         effect.alias("effect"),
-    ).select("m.record_id", "m.batch_id", "status", "reason", "detail", "change_id", "effect")
+    )
 
 
 def merge(

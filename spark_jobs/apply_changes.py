@@ -65,7 +65,7 @@ from spark_jobs.common import (
     start,
     write_stats,
 )
-from spark_jobs.ledger import CONTROL, QUARANTINED, Outcomes, union_all
+from spark_jobs.ledger import CONTROL, QUARANTINED, Outcomes, per_record, union_all
 from spark_jobs.parse import parse_records
 from spark_jobs.session import fit_codegen
 
@@ -292,11 +292,9 @@ def apply_tables(
 
 def quarantine_changes(failed: DataFrame, outcomes: Outcomes, payloads: list[DataFrame]) -> None:
     """Quarantine changes (their members, reason, detail) with each member's raw payload."""
-    rows = failed.select(
-        F.explode("_cdc_members").alias("m"),
-        F.col("_err_reason").alias("reason"),
-        F.col("_err_detail").alias("detail"),
-    ).select("m.record_id", "m.batch_id", "reason", "detail")
+    rows = per_record(
+        failed, F.col("_err_reason").alias("reason"), F.col("_err_detail").alias("detail")
+    )
     outcomes.quarantine(with_payloads(rows.localCheckpoint(), payloads))
 
 

@@ -252,7 +252,7 @@ def read_held(ctx: JobContext, source: str) -> DataFrame | None:
     held = open_state.read(ctx.spark, ctx.warehouse.held, source)
     if held is None:
         return None
-    members = held.select(F.explode("members").alias("m")).select("m.record_id", "m.batch_id")
+    members = ledger.per_record(held, members="members")
     batches = [r[0] for r in members.select("batch_id").distinct().collect()]
     final = ledger.final_ids(ctx.spark, ctx.warehouse.ledger, source, batches)
     if final is not None:
@@ -356,8 +356,8 @@ def hold_statuses(held: DataFrame, cut: Cut) -> DataFrame:
         if cut.forward
         else f"held: the cut {_iso(cut.at)} does not pass the published cut {_iso(cut.published)}"
     )
-    return held.select(F.explode("members").alias("m")).select(
-        "m.record_id", "m.batch_id", F.lit(PENDING).alias("status"), F.lit(reason).alias("reason")
+    return ledger.per_record(
+        held, F.lit(PENDING).alias("status"), F.lit(reason).alias("reason"), members="members"
     )
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from spark_jobs.schemas import struct
@@ -124,6 +124,16 @@ def union_all(frames: list[DataFrame]) -> DataFrame:
     for frame in frames[1:]:
         result = result.unionByName(frame)
     return result
+
+
+def per_record(
+    changes: DataFrame, *columns: Column | str, members: str = "_cdc_members"
+) -> DataFrame:
+    """One row per record of each change in ``changes``: the ``record_id`` and ``batch_id`` of
+    each of its ``members``, beside ``columns`` (computed once per change)."""
+    exploded = changes.select(F.explode(members).alias("_member"), *columns)
+    kept = [F.col(f"`{name}`") for name in exploded.columns if name != "_member"]
+    return exploded.select("_member.record_id", "_member.batch_id", *kept)
 
 
 def append(frame: DataFrame, path: str) -> None:

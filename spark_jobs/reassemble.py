@@ -28,7 +28,7 @@ from pyspark.sql import functions as F
 from airflow_cdc.core.events import ChunkRef, Fragment
 from airflow_cdc.core.reassembly import COMPLETE, FAILED, assemble
 from spark_jobs.common import arrow_batch
-from spark_jobs.ledger import DUPLICATE, PENDING, union_all
+from spark_jobs.ledger import DUPLICATE, PENDING, per_record, union_all
 from spark_jobs.parse import CHUNK_REFS, PARSED_COLUMNS, TEXT_FIELDS, TXN, from_text
 from spark_jobs.schemas import struct
 
@@ -306,8 +306,7 @@ def settle_sets(buffered: DataFrame, clock: Clock) -> Settlement:
 def _members(settled: DataFrame, column: str) -> DataFrame:
     """One row (``record_id``, ``batch_id``, ``reason``, ``detail``) per record named in
     ``column`` of settled sets."""
-    exploded = settled.select(F.explode(column).alias("m"), "reason", "detail")
-    return exploded.select("m.record_id", "m.batch_id", "reason", "detail")
+    return per_record(settled, "reason", "detail", members=column)
 
 
 def _next_state(

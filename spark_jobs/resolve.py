@@ -29,7 +29,7 @@ from airflow_cdc.core.formats.common import UNORDERED
 from airflow_cdc.core.rows import type_conflicts
 from airflow_cdc.core.types import column_of, column_of_spark, spark_type, widen, widens
 from spark_jobs.common import quoted
-from spark_jobs.ledger import DUPLICATE, SUPERSEDED, union_all
+from spark_jobs.ledger import DUPLICATE, SUPERSEDED, per_record, union_all
 from spark_jobs.parse import IMAGE
 from spark_jobs.values import DecodedColumn, decode_columns, decode_fast, decode_value
 
@@ -416,16 +416,12 @@ def resolve_keys(decoded: DataFrame, keys: list[str]) -> tuple[DataFrame, DataFr
         .localCheckpoint()
     )
     winners = ranked.where(F.col("_cdc_rank") == 1).drop("_cdc_rank", "_cdc_newest")
-    losers = (
-        ranked.where(F.col("_cdc_rank") > 1)
-        .select(
-            F.explode("_cdc_members").alias("m"),
-            F.when(F.col("_cdc_sequence") == F.col("_cdc_newest"), F.lit(DUPLICATE))
-            .otherwise(F.lit(SUPERSEDED))
-            .alias("status"),
-            F.concat(F.lit("newer change in batch: "), F.col("_cdc_newest")).alias("reason"),
-        )
-        .select("m.record_id", "m.batch_id", "status", "reason")
+    losers = per_record(
+        ranked.where(F.col("_cdc_rank") > 1),
+        F.when(F.col("_cdc_sequence") == F.col("_cdc_newest"), F.lit(DUPLICATE))
+        .otherwise(F.lit(SUPERSEDED))
+        .alias("status"),
+        F.concat(F.lit("newer change in batch: "), F.col("_cdc_newest")).alias("reason"),
     )
     return winners, losers
 
@@ -567,19 +563,19 @@ def fold_partials(decoded: DataFrame, keys: list[str]) -> tuple[DataFrame, DataF
     ).localCheckpoint()
     losers = union_all(
         [
-            ranked.where("_cdc_f_dup").select(
-                "_cdc_members",
+            per_record(
+                ranked.where("_cdc_f_dup"),
                 F.lit(DUPLICATE).alias("status"),
                 F.lit("same sequence again in batch").alias("reason"),
             ),
-            superseded.select(
-                "_cdc_members",
+            per_record(
+                superseded,
                 F.lit(SUPERSEDED).alias("status"),
                 F.concat(F.lit("newer change in batch: "), F.col("_cdc_f_newest")).alias("reason"),
             ),
         ]
-    ).select(F.explode("_cdc_members").alias("m"), "status", "reason")
-    return folded, losers.select("m.record_id", "m.batch_id", "status", "reason")
+    )
+    return folded, losers
 
 
 def resolve_table(decoded: DataFrame, keys: list[str]) -> tuple[DataFrame, list[DataFrame]]:

@@ -66,6 +66,10 @@ _TIMESTAMP_TEXT = (
 )
 
 
+# The projections a decoded value is staged in (see :class:`_Json`).
+LEVELS = 5
+
+
 @dataclass(frozen=True)
 class DecodedColumn:
     """The three columns of one decoded value; all null for an absent value or JSON null."""
@@ -97,7 +101,7 @@ class _Json:
     def __init__(self, value: Column, prefix: str | None = None) -> None:
         self.variant = value
         self.prefix = prefix
-        self.levels: tuple[dict[str, Column], ...] = ({}, {}, {}, {}, {})
+        self.levels: tuple[dict[str, Column], ...] = tuple({} for _ in range(LEVELS))
 
     # Each level-1 part is staged when a decoder first refers to it: the fast forms
     # (:func:`decode_fast`) stage only the few they read.
@@ -641,7 +645,7 @@ def decode_columns(
     column's parts.
     """
     parts: dict[str, DecodedColumn] = {}
-    levels: list[dict[str, Column]] = [{}, {}, {}, {}, {}]
+    levels: list[dict[str, Column]] = [{} for _ in range(LEVELS)]
     for column in columns:
         json = _Json(F.col(slots[column.name]), prefix=f"{slots[column.name]}d")
         parts[column.name] = _decoded(column, json)
