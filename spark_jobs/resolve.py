@@ -447,26 +447,28 @@ def fold_partials(decoded: DataFrame, keys: list[str]) -> tuple[DataFrame, DataF
     columns = [n for n in names if not n.startswith("_cdc_") and n not in keys]
     by_key = _columns(keys)
     sequence, record = F.col("_cdc_sequence"), F.col("_cdc_record_id")
+    # In (sequence, record) order: a change with the sequence of the one before it is a
+    # duplicate; the others are numbered; the newest full image is the base. Materialized once:
+    # the fold and the losers both read it.
+    ordered = Window.partitionBy(*by_key).orderBy(sequence, record)
+    whole = Window.partitionBy(*by_key)
+    duplicate = F.col("_cdc_f_dup")
     ranked = decoded.select(
+        "*", F.coalesce(F.lag(sequence).over(ordered) == sequence, F.lit(False)).alias("_cdc_f_dup")
+    )
+    ranked = ranked.select(
         "*",
-        (F.row_number().over(Window.partitionBy(*by_key, sequence).orderBy(record)) > 1).alias(
-            "_cdc_f_dup"
-        ),
-    ).localCheckpoint()
-    unique = ranked.where(~F.col("_cdc_f_dup")).drop("_cdc_f_dup")
-    unique = unique.select(
-        "*",
-        F.row_number()
-        .over(Window.partitionBy(*by_key).orderBy(sequence, record))
+        F.sum(F.when(~duplicate, 1))
+        .over(ordered.rowsBetween(Window.unboundedPreceding, Window.currentRow))
         .alias("_cdc_f_pos"),
     )
-    whole = Window.partitionBy(*by_key)
-    full = F.col("_cdc_set_columns").isNull()
-    unique = unique.select(
+    full = F.col("_cdc_set_columns").isNull() & ~duplicate
+    ranked = ranked.select(
         "*",
         F.max(F.when(full, F.col("_cdc_f_pos"))).over(whole).alias("_cdc_f_start"),
         F.max(sequence).over(whole).alias("_cdc_f_newest"),
     ).localCheckpoint()
+    unique = ranked.where(~duplicate)
     start, pos = F.col("_cdc_f_start"), F.col("_cdc_f_pos")
     superseded = unique.where(start.isNotNull() & (pos < start))
     folding = unique.where(start.isNull() | (pos >= start))
@@ -564,7 +566,7 @@ def fold_partials(decoded: DataFrame, keys: list[str]) -> tuple[DataFrame, DataF
     losers = union_all(
         [
             per_record(
-                ranked.where("_cdc_f_dup"),
+                ranked.where(duplicate),
                 F.lit(DUPLICATE).alias("status"),
                 F.lit("same sequence again in batch").alias("reason"),
             ),
