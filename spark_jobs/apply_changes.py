@@ -129,6 +129,26 @@ def batch_records(ctx: JobContext, source: str) -> DataFrame:
     )
 
 
+# The parsed records that keep their payload: bad records (quarantined at once), fragments
+# and chunked records (buffered with it). A change's payload stays in the raw table until a
+# record needs it (:func:`raw_payloads`): carried through the batch, the payloads are most
+# of the parsed rows' bytes (measured: 743 of 1,015 MiB at 1,000,000 DSQL records, past
+# what a local executor holds in memory).
+PAYLOAD_KEPT = ("error", "fragment", "chunked")
+
+
+def keep_payloads(parsed: DataFrame) -> DataFrame:
+    """Parsed records with the payload of the kinds in :data:`PAYLOAD_KEPT` only."""
+    kept = F.col("rtype").isin(*PAYLOAD_KEPT)
+    return parsed.withColumn("payload", F.when(kept, F.col("payload")))
+
+
+def raw_payloads(records: DataFrame) -> DataFrame:
+    """``record_id``, ``payload`` of landed records (as the parsers take them: the bytes as
+    a string, unvalidated), read where a record needs its payload."""
+    return records.select("record_id", F.col("data").cast("string").alias("payload"))
+
+
 def batch_size(ctx: JobContext, source: str) -> int:
     """Rows of the batch's partition of the raw table (records and landing markers)."""
     raw = ctx.spark.read.format("delta").load(ctx.warehouse.raw)
@@ -212,7 +232,6 @@ def apply_tables(
     specs: list[TableSpec],
     changes: DataFrame,
     outcomes: Outcomes,
-    payloads: list[DataFrame],
     limits: Limits,
     late: Column | None = None,
     refuse_late: bool = False,
@@ -238,7 +257,7 @@ def apply_tables(
             decoded, declared, spec, limits.added_columns, limits.column_mapping
         )
         failed = decoded.where(F.col("_err_reason").isNotNull())
-        quarantine_changes(failed, outcomes, payloads)
+        quarantine_changes(failed, outcomes)
         good = decoded.where(F.col("_err_reason").isNull()).drop(*resolve.ERROR_COLUMNS)
         keys = list(spec.primary_key)
         good = resolve.place_unordered(ctx.spark, good, keys, path, ctx.batch_id)
@@ -252,7 +271,7 @@ def apply_tables(
         outcomes.status(statuses.where(~refused))
         if counts.get(QUARANTINED):
             rows = statuses.where(refused).select("record_id", "batch_id", "reason", "detail")
-            outcomes.quarantine(with_payloads(rows, payloads))
+            outcomes.quarantine_records(rows)
         # Records, as the ledger counts them (a change of several fragments is several).
         records = F.sum(F.size("_cdc_members")).alias("n")
         reasons = {
@@ -286,32 +305,17 @@ def apply_tables(
             "_err_detail"
         ),
     )
-    quarantine_changes(undeclared, outcomes, payloads)
+    quarantine_changes(undeclared, outcomes)
     return stats
 
 
-def quarantine_changes(failed: DataFrame, outcomes: Outcomes, payloads: list[DataFrame]) -> None:
-    """Quarantine changes (their members, reason, detail) with each member's raw payload."""
+def quarantine_changes(failed: DataFrame, outcomes: Outcomes) -> None:
+    """Quarantine changes (their members, reason, detail); each member's raw payload is looked
+    up when the quarantine is written."""
     rows = per_record(
         failed, F.col("_err_reason").alias("reason"), F.col("_err_detail").alias("detail")
     )
-    outcomes.quarantine(with_payloads(rows.localCheckpoint(), payloads))
-
-
-# Up to this many quarantined records are looked up by broadcasting them to the payloads
-# (no shuffle of the batch); more take a shuffled join.
-BROADCAST_QUARANTINE = 100_000
-
-
-def with_payloads(rows: DataFrame, payloads: list[DataFrame]) -> DataFrame:
-    """``rows`` (``record_id`` ...) with each record's ``payload`` from ``payloads`` (frames
-    of ``record_id``, ``payload``); only the payloads of ``rows`` move. A record found in
-    several frames (a buffered record of this batch) comes once per frame, with the same
-    payload: :class:`~spark_jobs.ledger.Outcomes` keeps one entry per record."""
-    small = rows.count() <= BROADCAST_QUARANTINE
-    return union_all(
-        [(F.broadcast(rows) if small else rows).join(frame, "record_id") for frame in payloads]
-    )
+    outcomes.quarantine_records(rows)
 
 
 @dataclass
@@ -328,6 +332,7 @@ def commit_bookkeeping(
     ctx: JobContext,
     source: str,
     outcomes: Outcomes,
+    payloads: list[DataFrame],
     state: DataFrame,
     had_state: bool,
     holding: Holding | None = None,
@@ -338,7 +343,7 @@ def commit_bookkeeping(
     before the open sets: a re-run after a crash between the two finds the members of held
     changes in neither the batch's work nor the open sets."""
     wh = ctx.warehouse
-    commit_outcomes(ctx, source, outcomes)
+    commit_outcomes(ctx, source, outcomes, payloads)
     if holding is not None and holding.rows is not None:
         fault_point("apply_changes:before_held")
         cutting.write_held(ctx, source, holding.rows, holding.before is not None)
@@ -349,11 +354,15 @@ def commit_bookkeeping(
     open_state.replace(wh.pending, source, state, had_state)
 
 
-def commit_outcomes(ctx: JobContext, source: str, outcomes: Outcomes) -> None:
+def commit_outcomes(
+    ctx: JobContext, source: str, outcomes: Outcomes, payloads: list[DataFrame]
+) -> None:
     """The quarantine (less the records it already has: a re-run after a crash between the
-    two commits, or a replayed record that fails again), then the ledger: one append each."""
+    two commits, or a replayed record that fails again), then the ledger: one append each.
+    ``payloads`` (``record_id``, ``payload``) hold the payloads of the records quarantined
+    without theirs."""
     wh = ctx.warehouse
-    quarantined = outcomes.quarantine_rows()
+    quarantined = outcomes.quarantine_rows(payloads)
     if quarantined is not None:
         quarantined = quarantined.localCheckpoint()
         batches = [r[0] for r in quarantined.select("batch_id").distinct().collect()]
@@ -534,9 +543,9 @@ def replay_quarantine(ctx: JobContext, args: Any, specs: list[TableSpec]) -> dic
     limits = Limits(args.max_columns_per_record, args.max_added_columns, args.column_mapping)
     payloads = [parsed.select("record_id", "payload")]
     stats["tables"] = apply_tables(
-        ctx, args.format, specs, changes, outcomes, payloads, limits, histories=histories_of(args)
+        ctx, args.format, specs, changes, outcomes, limits, histories=histories_of(args)
     )
-    commit_outcomes(ctx, source, outcomes)
+    commit_outcomes(ctx, source, outcomes, payloads)
     stats["accounting"] = ledger.accounting_of(
         ctx.spark, records, ctx.warehouse.ledger, source, batches
     )
@@ -624,7 +633,7 @@ def run(ctx: JobContext, args: Any) -> dict[str, Any]:
     if carried_ends is not None:
         todo = todo.join(carried_ends.select("record_id"), "record_id", "left_anti")
     record_limits = RecordLimits(args.max_fragments_per_image, args.max_number_length)
-    parsed = parse_records(todo, args.format, record_limits).localCheckpoint()
+    parsed = keep_payloads(parse_records(todo, args.format, record_limits)).localCheckpoint()
     record_outcomes(parsed, outcomes, tracking=args.transactions)
     state, had_state = open_sets(ctx, source, holding.before if holding else None)
     wall = dt.datetime.now(dt.UTC)
@@ -641,13 +650,13 @@ def run(ctx: JobContext, args: Any) -> dict[str, Any]:
         outcomes.status(frame)
     for frame in settlement.quarantined:
         outcomes.quarantine(frame)
+    # Not materialized whole: a filter of the parsed rows and the (few) settled changes.
     changes = (
         parsed.where(F.col("rtype") == "change")
         .withColumn("members", F.array(F.struct("record_id", "batch_id")))
-        .unionByName(settlement.changes)
-        .localCheckpoint()
+        .unionByName(settlement.changes.localCheckpoint())
     )
-    payloads = [parsed.select("record_id", "payload"), buffered.select("record_id", "payload")]
+    payloads = [raw_payloads(records), buffered.select("record_id", "payload")]
     late, refuse_late = None, False
     if holding is not None:
         changes, late = hold_changes(changes, holding, payloads, outcomes, source, wall)
@@ -659,7 +668,6 @@ def run(ctx: JobContext, args: Any) -> dict[str, Any]:
         specs,
         changes,
         outcomes,
-        payloads,
         limits,
         late,
         refuse_late,
@@ -669,7 +677,7 @@ def run(ctx: JobContext, args: Any) -> dict[str, Any]:
         r["rtype"]: int(r["n"])
         for r in parsed.groupBy("rtype").agg(F.count(F.lit(1)).alias("n")).collect()
     }
-    commit_bookkeeping(ctx, source, outcomes, settlement.state, had_state, holding)
+    commit_bookkeeping(ctx, source, outcomes, payloads, settlement.state, had_state, holding)
     if holding is not None and holding.cut is not cutting.NO_CUT:
         kept = history_tables(args.history, specs, args.default_schema)
         stats["cut"] = publish_cut(ctx, source, holding, [*specs, *map(history.of, kept)])

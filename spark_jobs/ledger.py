@@ -53,6 +53,7 @@ class Outcomes:
         self.decided_at = dt.datetime.now(dt.UTC)
         self._statuses: list[DataFrame] = []
         self._quarantined: list[DataFrame] = []
+        self._unpaid: list[DataFrame] = []
 
     def status(self, rows: DataFrame) -> None:
         self._statuses.append(
@@ -73,6 +74,20 @@ class Outcomes:
             F.col("payload").cast("string").alias("payload"),
         )
         self._quarantined.append(entries)
+        self.status(
+            entries.select("record_id", "batch_id", F.lit(QUARANTINED).alias("status"), "reason")
+        )
+
+    def quarantine_records(self, rows: DataFrame) -> None:
+        """Quarantine ``rows`` as :meth:`quarantine` does, but without their payloads: those
+        are looked up once, for all such rows, in :meth:`quarantine_rows`' ``payloads``."""
+        entries = rows.select(
+            "record_id",
+            "batch_id",
+            F.col("reason").cast("string").alias("reason"),
+            F.col("detail").cast("string").alias("detail"),
+        )
+        self._unpaid.append(entries)
         self.status(
             entries.select("record_id", "batch_id", F.lit(QUARANTINED).alias("status"), "reason")
         )
@@ -98,11 +113,18 @@ class Outcomes:
             )
         )
 
-    def quarantine_rows(self) -> DataFrame | None:
-        if not self._quarantined:
+    def quarantine_rows(self, payloads: list[DataFrame] | None = None) -> DataFrame | None:
+        """The quarantine's rows, one per record; ``payloads`` (frames of ``record_id``,
+        ``payload``) hold the payloads of the records quarantined without theirs."""
+        frames = list(self._quarantined)
+        if self._unpaid:
+            if not payloads:
+                raise ValueError("records were quarantined without payloads to look up")
+            frames.append(with_payloads(union_all(self._unpaid).localCheckpoint(), payloads))
+        if not frames:
             return None
         return (
-            union_all(self._quarantined)
+            union_all(frames)
             .select(
                 "record_id",
                 F.lit(self.stage).alias("stage"),
@@ -116,6 +138,22 @@ class Outcomes:
             )
             .dropDuplicates(["record_id"])
         )
+
+
+# Up to this many quarantined records are looked up by broadcasting them to the payloads
+# (no shuffle of the batch); more take a shuffled join.
+BROADCAST_QUARANTINE = 100_000
+
+
+def with_payloads(rows: DataFrame, payloads: list[DataFrame]) -> DataFrame:
+    """``rows`` (``record_id`` ..., materialized) with each record's ``payload`` from
+    ``payloads`` (frames of ``record_id``, ``payload``); only the payloads of ``rows`` move.
+    A record found in several frames (a buffered record of this batch) comes once per frame,
+    with the same payload: :meth:`Outcomes.quarantine_rows` keeps one entry per record."""
+    small = rows.count() <= BROADCAST_QUARANTINE
+    return union_all(
+        [(F.broadcast(rows) if small else rows).join(frame, "record_id") for frame in payloads]
+    )
 
 
 def union_all(frames: list[DataFrame]) -> DataFrame:

@@ -154,6 +154,15 @@ def test_bad_input_is_quarantined_with_reason_and_payload(
         "undeclared_table",
     } <= reasons
     assert quarantine.where("payload IS NULL OR payload = ''").count() == 0
+    # Each payload is its record's text as landed, whatever stage quarantined it (a bad
+    # record at parsing, a change at decoding or for its table, a set at reassembly).
+    raw = spark.read.format("delta").load(f"{warehouse}/_cdc/raw").where("kind = 'record'")
+    landed = {
+        r["record_id"]: r["text"]
+        for r in raw.selectExpr("record_id", "CAST(data AS STRING) AS text").collect()
+    }
+    kept = {r["record_id"]: r["payload"] for r in quarantine.collect()}
+    assert kept and all(kept[record] == landed[record] for record in kept)
     ledger = spark.read.format("delta").load(f"{warehouse}/_cdc/ledger")
     # The set whose last fragment never arrives waits, then expires into quarantine.
     assert current_status(ledger).where("status = 'pending'").count() > 0
