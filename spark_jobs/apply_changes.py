@@ -656,7 +656,10 @@ def run(ctx: JobContext, args: Any) -> dict[str, Any]:
         .withColumn("members", F.array(F.struct("record_id", "batch_id")))
         .unionByName(settlement.changes.localCheckpoint())
     )
-    payloads = [raw_payloads(records), buffered.select("record_id", "payload")]
+    # The open state's payloads: its closed markers (a settled set's record, kept a while to
+    # recognize a redelivery) have none, and must not hide a held change's.
+    carried = buffered.where(F.col("payload").isNotNull()).select("record_id", "payload")
+    payloads = [raw_payloads(records), carried]
     late, refuse_late = None, False
     if holding is not None:
         changes, late = hold_changes(changes, holding, payloads, outcomes, source, wall)

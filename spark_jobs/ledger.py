@@ -149,7 +149,8 @@ def with_payloads(rows: DataFrame, payloads: list[DataFrame]) -> DataFrame:
     """``rows`` (``record_id`` ..., materialized) with each record's ``payload`` from
     ``payloads`` (frames of ``record_id``, ``payload``); only the payloads of ``rows`` move.
     A record found in several frames (a buffered record of this batch) comes once per frame,
-    with the same payload: :meth:`Outcomes.quarantine_rows` keeps one entry per record."""
+    with the same payload (no frame may hold a NULL one): :meth:`Outcomes.quarantine_rows`
+    keeps one entry per record."""
     small = rows.count() <= BROADCAST_QUARANTINE
     return union_all(
         [(F.broadcast(rows) if small else rows).join(frame, "record_id") for frame in payloads]

@@ -5,10 +5,12 @@ retries")."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from pathlib import Path
 from typing import Any
 
+import crc32c
 import pytest
 from delta.tables import DeltaTable
 
@@ -119,3 +121,40 @@ def test_the_same_chunked_record_twice_is_a_duplicate(spark: Any, tmp_path: Path
     assert accounting["pending"] == 2
     ledger = spark.read.format("delta").load(f"{warehouse}/_cdc/ledger")
     assert current_status(ledger).where("status = 'duplicate'").count() == 1
+
+
+def test_a_held_chunked_change_quarantined_later_keeps_its_payloads(
+    spark: Any, tmp_path: Path
+) -> None:
+    """A chunked change settles, waits behind a cut, and fails to decode in a later run: its
+    records are quarantined with the text they were landed with (the open state's closed
+    marker of the settled record has no payload of its own)."""
+    hour = 3_600_000_000_000
+    pieces = ['{"id": "one", ', '"name": "x"}']  # an id that is no BIGINT
+    bad = json.loads(chunked(BASE_NS + hour, "held"))
+    bad["chunked"]["after"]["crc32c"] = str(crc32c.crc32c("".join(pieces).encode()))
+    deliveries = [json.dumps(bad), *(fragment("held", i, p) for i, p in enumerate(pieces))]
+    write_ndjson(deliveries, str(tmp_path / "d1"), files=1)
+    warehouse = str(tmp_path / "warehouse")
+    land_dump(warehouse, str(tmp_path / "d1"), "b1")
+
+    def run(batch: str, cut_ns: int) -> dict[str, Any]:
+        cut = dt.datetime.fromtimestamp(cut_ns / 1e9, dt.UTC).isoformat()
+        return process(warehouse, batch, ddl=DDL, options=("--cut-at", cut))["apply"]
+
+    first = run("b1", BASE_NS + hour // 2)
+    assert first["accounting"]["pending"] == 3
+    write_ndjson([full(7, BASE_NS + 2 * hour)], str(tmp_path / "d2"), files=1)
+    land_dump(warehouse, str(tmp_path / "d2"), "b2")
+    run("b2", BASE_NS + 3 * hour)
+
+    raw = spark.read.format("delta").load(f"{warehouse}/_cdc/raw").where("kind = 'record'")
+    landed = {r[0]: r[1] for r in raw.selectExpr("record_id", "CAST(data AS STRING)").collect()}
+    quarantine = spark.read.format("delta").load(f"{warehouse}/_cdc/quarantine").collect()
+    assert sorted(json.loads(r["payload"]).get("type") for r in quarantine) == [
+        "chunked",
+        "fragment",
+        "fragment",
+    ]
+    assert {r["reason"] for r in quarantine} == {"decode_error"}
+    assert all(r["payload"] == landed[r["record_id"]] for r in quarantine)
