@@ -44,6 +44,7 @@ from spark_jobs import (
     history,
     ledger,
     open_state,
+    parse,
     reassemble,
     resolve,
     transactions,
@@ -131,9 +132,9 @@ def batch_records(ctx: JobContext, source: str) -> DataFrame:
 
 # The parsed records that keep their payload: bad records (quarantined at once), fragments
 # and chunked records (buffered with it). A change's payload stays in the raw table until a
-# record needs it (:func:`raw_payloads`): carried through the batch, the payloads are most
-# of the parsed rows' bytes (measured: 743 of 1,015 MiB at 1,000,000 DSQL records, past
-# what a local executor holds in memory).
+# record needs it (:func:`spark_jobs.parse.payloads`): carried through the batch, the
+# payloads are most of the parsed rows' bytes (measured: 743 of 1,015 MiB at 1,000,000 DSQL
+# records, past what a local executor holds in memory).
 PAYLOAD_KEPT = ("error", "fragment", "chunked")
 
 
@@ -141,12 +142,6 @@ def keep_payloads(parsed: DataFrame) -> DataFrame:
     """Parsed records with the payload of the kinds in :data:`PAYLOAD_KEPT` only."""
     kept = F.col("rtype").isin(*PAYLOAD_KEPT)
     return parsed.withColumn("payload", F.when(kept, F.col("payload")))
-
-
-def raw_payloads(records: DataFrame) -> DataFrame:
-    """``record_id``, ``payload`` of landed records (as the parsers take them: the bytes as
-    a string, unvalidated), read where a record needs its payload."""
-    return records.select("record_id", F.col("data").cast("string").alias("payload"))
 
 
 def batch_size(ctx: JobContext, source: str) -> int:
@@ -271,7 +266,7 @@ def apply_tables(
         outcomes.status(statuses.where(~refused))
         if counts.get(QUARANTINED):
             rows = statuses.where(refused).select("record_id", "batch_id", "reason", "detail")
-            outcomes.quarantine_records(rows)
+            outcomes.quarantine(rows)
         # Records, as the ledger counts them (a change of several fragments is several).
         records = F.sum(F.size("_cdc_members")).alias("n")
         reasons = {
@@ -315,7 +310,7 @@ def quarantine_changes(failed: DataFrame, outcomes: Outcomes) -> None:
     rows = per_record(
         failed, F.col("_err_reason").alias("reason"), F.col("_err_detail").alias("detail")
     )
-    outcomes.quarantine_records(rows)
+    outcomes.quarantine(rows)
 
 
 @dataclass
@@ -650,7 +645,8 @@ def run(ctx: JobContext, args: Any) -> dict[str, Any]:
         outcomes.status(frame)
     for frame in settlement.quarantined:
         outcomes.quarantine(frame)
-    # Not materialized whole: a filter of the parsed rows and the (few) settled changes.
+    # Not materialized whole: a filter of the parsed rows and the (few) settled changes (a
+    # copy of the change rows spilled at 1,000,000 DSQL records; it saved nothing at 26,000).
     changes = (
         parsed.where(F.col("rtype") == "change")
         .withColumn("members", F.array(F.struct("record_id", "batch_id")))
@@ -659,7 +655,7 @@ def run(ctx: JobContext, args: Any) -> dict[str, Any]:
     # The open state's payloads: its closed markers (a settled set's record, kept a while to
     # recognize a redelivery) have none, and must not hide a held change's.
     carried = buffered.where(F.col("payload").isNotNull()).select("record_id", "payload")
-    payloads = [raw_payloads(records), carried]
+    payloads = [parse.payloads(records), carried]
     late, refuse_late = None, False
     if holding is not None:
         changes, late = hold_changes(changes, holding, payloads, outcomes, source, wall)

@@ -43,7 +43,7 @@ class Outcomes:
 
     Frames given to :meth:`status` have ``record_id``, ``batch_id`` (the landed batch),
     ``status`` and ``reason``; frames given to :meth:`quarantine` have ``record_id``,
-    ``batch_id``, ``reason``, ``detail`` and ``payload``.
+    ``batch_id``, ``reason``, ``detail`` and, where the frame carries it, ``payload``.
     """
 
     def __init__(self, source: str, stage: str, run_id: str) -> None:
@@ -66,28 +66,17 @@ class Outcomes:
         )
 
     def quarantine(self, rows: DataFrame) -> None:
+        """Quarantine ``rows``; those without a ``payload`` column have their payloads looked
+        up once, for all such rows, in :meth:`quarantine_rows`' ``payloads``."""
+        paid = "payload" in rows.columns
         entries = rows.select(
             "record_id",
             "batch_id",
             F.col("reason").cast("string").alias("reason"),
             F.col("detail").cast("string").alias("detail"),
-            F.col("payload").cast("string").alias("payload"),
+            *([F.col("payload").cast("string").alias("payload")] if paid else []),
         )
-        self._quarantined.append(entries)
-        self.status(
-            entries.select("record_id", "batch_id", F.lit(QUARANTINED).alias("status"), "reason")
-        )
-
-    def quarantine_records(self, rows: DataFrame) -> None:
-        """Quarantine ``rows`` as :meth:`quarantine` does, but without their payloads: those
-        are looked up once, for all such rows, in :meth:`quarantine_rows`' ``payloads``."""
-        entries = rows.select(
-            "record_id",
-            "batch_id",
-            F.col("reason").cast("string").alias("reason"),
-            F.col("detail").cast("string").alias("detail"),
-        )
-        self._unpaid.append(entries)
+        (self._quarantined if paid else self._unpaid).append(entries)
         self.status(
             entries.select("record_id", "batch_id", F.lit(QUARANTINED).alias("status"), "reason")
         )
@@ -113,13 +102,11 @@ class Outcomes:
             )
         )
 
-    def quarantine_rows(self, payloads: list[DataFrame] | None = None) -> DataFrame | None:
+    def quarantine_rows(self, payloads: list[DataFrame]) -> DataFrame | None:
         """The quarantine's rows, one per record; ``payloads`` (frames of ``record_id``,
         ``payload``) hold the payloads of the records quarantined without theirs."""
         frames = list(self._quarantined)
         if self._unpaid:
-            if not payloads:
-                raise ValueError("records were quarantined without payloads to look up")
             frames.append(with_payloads(union_all(self._unpaid).localCheckpoint(), payloads))
         if not frames:
             return None

@@ -192,9 +192,21 @@ class _Fields:
         return F.coalesce(F.lower(self.kind(name)), F.lit("absent"))
 
 
+def payload_text() -> Column:
+    """A landed record's payload: its bytes as a string, unvalidated, as Spark's cast from
+    binary makes it (and as the core's Arrow batches pass it: :func:`parse_with_core`)."""
+    return F.col("data").cast("string")
+
+
+def payloads(records: DataFrame) -> DataFrame:
+    """``record_id``, ``payload`` of landed records, for where a record needs its payload
+    after its parsed row no longer carries it."""
+    return records.select("record_id", payload_text().alias("payload"))
+
+
 def _dsql_fields(records: DataFrame) -> DataFrame:
     """Records with the JSON type and text of every envelope field, each computed once."""
-    text = F.col("data").cast("string")
+    text = payload_text()
     doc = F.try_parse_json(text)
     atoms = [
         F.try_variant_get(F.col("_doc"), path, "variant").alias(name)
