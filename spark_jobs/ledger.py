@@ -138,7 +138,10 @@ def with_payloads(rows: DataFrame, payloads: list[DataFrame]) -> DataFrame:
     A record found in several frames (a buffered record of this batch) comes once per frame,
     with the same payload (no frame may hold a NULL one): :meth:`Outcomes.quarantine_rows`
     keeps one entry per record."""
-    small = rows.count() <= BROADCAST_QUARANTINE
+    count = rows.count()
+    if count == 0:  # nothing to look up: no scan of the payloads
+        return rows.withColumn("payload", F.lit(None).cast("string"))
+    small = count <= BROADCAST_QUARANTINE
     return union_all(
         [(F.broadcast(rows) if small else rows).join(frame, "record_id") for frame in payloads]
     )
