@@ -1,6 +1,6 @@
 """Kafka Connect schemas (JsonConverter's ``{"schema": ..., "payload": ...}``).
 
-A schema-included record says each column's type. :func:`image_types` maps the fields of a
+A schema-included record says each column's type. :func:`image_plan` maps the fields of a
 row image to the type families of :mod:`airflow_cdc.core.types`, and :func:`normalize` turns
 the JSON values of Connect's logical types into the forms the decoders read (days since the
 epoch for dates, microseconds for times and timestamps, decimal text for decimals).
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+from collections import deque
 from decimal import Decimal
 from typing import Any
 
@@ -65,18 +66,38 @@ _LOGICAL: dict[str, tuple[str, int | None]] = {
 DECIMAL_PRECISION = 38
 
 
-def image_types(envelope: Any, image: str) -> dict[str, dict[str, Any]]:
-    """The Connect field schemas of the row image ``image`` in an envelope schema, by column."""
+def image_plan(envelope: Any, image: str) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    """The Connect field schemas of the row image ``image`` in an envelope schema, by column,
+    and the type family of each (:func:`family`). Both are shared: read them, never change
+    them."""
+    fields = _image_fields(envelope, image)
+    if not fields:
+        return {}, {}
+    for known, columns, types in _PLANS:
+        if known == fields:
+            return columns, types
+    columns = {
+        f["field"]: f for f in fields if isinstance(f, dict) and isinstance(f.get("field"), str)
+    }
+    types = {name: family(f) for name, f in columns.items()}
+    _PLANS.appendleft((fields, columns, types))
+    return columns, types
+
+
+# The images planned last: the records of one table carry equal schemas, so a record's plan
+# is most often one of these (found by comparing the schemas, which costs less than planning:
+# values that compare equal, like 1 and 1.0, plan alike).
+_PLANS: deque[tuple[list[Any], dict[str, dict[str, Any]], dict[str, str]]] = deque(maxlen=16)
+
+
+def _image_fields(envelope: Any, image: str) -> list[Any]:
+    """The field schemas of the struct ``image`` of an envelope schema (none if it has none)."""
     if not isinstance(envelope, dict):
-        return {}
+        return []
     for field in _fields(envelope):
         if isinstance(field, dict) and field.get("field") == image:
-            return {
-                f["field"]: f
-                for f in _fields(field)
-                if isinstance(f, dict) and isinstance(f.get("field"), str)
-            }
-    return {}
+            return _fields(field)
+    return []
 
 
 def _fields(schema: dict[str, Any]) -> list[Any]:

@@ -25,8 +25,14 @@ class JsonNumber(float):
         return number
 
 
+# One decoder for the common call: ``json.loads`` with an argument builds a decoder per call.
+_DECODER = json.JSONDecoder(parse_float=JsonNumber)
+
+
 def loads(text: str, **kwargs: Any) -> Any:
     """``json.loads`` with fractional numbers read as :class:`JsonNumber`."""
+    if not kwargs:
+        return _DECODER.decode(text)
     kwargs.setdefault("parse_float", JsonNumber)
     return json.loads(text, **kwargs)
 
@@ -37,9 +43,22 @@ _NONCE = secrets.token_hex(16)
 _PLACEHOLDER = re.compile(rf'"\\u0000{_NONCE}(\d+)\\u0000"')
 
 
+# The encoders of the two dumps the project makes (``json.dumps`` with an argument builds an
+# encoder per call): as written, and compact with sorted keys.
+_PLAIN = json.JSONEncoder(ensure_ascii=False)
+_COMPACT_ARGS: dict[str, Any] = {"separators": (",", ":"), "sort_keys": True}
+_COMPACT = json.JSONEncoder(ensure_ascii=False, **_COMPACT_ARGS)
+
+
 def dump(value: Any, **kwargs: Any) -> str:
     """``json.dumps(value, ensure_ascii=False, **kwargs)``, each :class:`JsonNumber` written as
     the text it was read from."""
+    if not _holds_number(value):
+        if not kwargs:
+            return _PLAIN.encode(value)
+        if kwargs == _COMPACT_ARGS:
+            return _COMPACT.encode(value)
+        return json.dumps(value, ensure_ascii=False, **kwargs)
     numbers: list[str] = []
     # A copy with each JsonNumber replaced by a placeholder, built without recursion: a value
     # may nest as deep as the parser allows.
@@ -62,3 +81,19 @@ def dump(value: Any, **kwargs: Any) -> str:
     if not numbers:
         return text
     return _PLACEHOLDER.sub(lambda match: numbers[int(match[1])], text)
+
+
+def _holds_number(value: Any) -> bool:
+    """Whether ``value`` holds a :class:`JsonNumber` anywhere (looked for without a copy,
+    and without recursion)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind is dict:
+            stack.extend(item.values())
+        elif kind is list:
+            stack.extend(item)
+        elif isinstance(item, (JsonNumber, dict, list)):
+            return True  # a number, or a subclass of a container: the general path
+    return False

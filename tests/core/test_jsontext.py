@@ -53,3 +53,29 @@ def test_kafka_dump_lines_keep_every_digit_and_refuse_lone_surrogates() -> None:
         kafka_line('{"topic": "t", "offset": 1, "value": {"s": "\\ud800"}}')
     with pytest.raises(ValueError, match="topic"):
         kafka_line('{"topic": 5, "value": "x"}')
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"a": 1, "b": "é", "c": None, "d": True, "e": 0.5, "f": [1, {"g": "h"}]},
+        {"z": 1, "a": {"y": [], "b": {}}},
+        [],
+        "text",
+        None,
+    ],
+)
+def test_a_value_without_json_numbers_dumps_as_json_dumps_does(value: object) -> None:
+    # Values without a JsonNumber take a path with no copy and a shared encoder.
+    assert jsontext.dump(value) == json.dumps(value, ensure_ascii=False)
+    compact = {"separators": (",", ":"), "sort_keys": True}
+    assert jsontext.dump(value, **compact) == json.dumps(value, ensure_ascii=False, **compact)
+    assert jsontext.dump(value, indent=1) == json.dumps(value, ensure_ascii=False, indent=1)
+
+
+def test_a_json_number_deep_in_a_value_keeps_its_text_with_any_arguments() -> None:
+    value = {"b": [{"x": [jsontext.JsonNumber("2.50")]}], "a": 1}
+    assert jsontext.dump(value) == '{"b": [{"x": [2.50]}], "a": 1}'
+    assert jsontext.dump(value, separators=(",", ":"), sort_keys=True) == (
+        '{"a":1,"b":[{"x":[2.50]}]}'
+    )

@@ -278,10 +278,10 @@ def _typed(
     schema: Any, field: str, values: dict[str, Any] | None
 ) -> tuple[dict[str, str], dict[str, Any] | None]:
     """Column type families from the envelope schema, and the image's normalized values."""
-    fields = connect.image_types(schema, field)
+    fields, families = connect.image_plan(schema, field)
     if not fields:
         return {}, values
-    types = {name: connect.family(f) for name, f in fields.items()}
+    types = dict(families)
     if values is None:
         return types, None
     normalized = {

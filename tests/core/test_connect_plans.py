@@ -1,0 +1,71 @@
+"""A Connect schema's plan (its columns' type families) is shared between the records that
+carry an equal schema, and only between those."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from airflow_cdc.core.events import ChangeRecord, Message
+from airflow_cdc.core.exceptions import RecordFormatError
+from airflow_cdc.core.formats import parser_for
+
+
+def envelope(amount_schema: dict[str, object], amount: object) -> str:
+    fields = [{"field": "id", "type": "int32"}, {"field": "amount", **amount_schema}]
+    image = {"type": "struct", "optional": True, "fields": fields}
+    schema = {
+        "type": "struct",
+        "fields": [{**image, "field": "before"}, {**image, "field": "after"}],
+    }
+    payload = {
+        "op": "c",
+        "before": None,
+        "after": {"id": 1, "amount": amount},
+        "source": {"table": "t", "schema": "public", "lsn": 10, "ts_ms": 1},
+    }
+    return json.dumps({"schema": schema, "payload": payload})
+
+
+DECIMAL = "org.apache.kafka.connect.data.Decimal"
+
+
+def parsed(value: str) -> ChangeRecord:
+    record = parser_for("debezium")(Message(value, '{"id": 1}', "0:1", "topic"))
+    assert isinstance(record, ChangeRecord)
+    return record
+
+
+def test_records_alternating_between_two_schemas_of_one_column_keep_their_own_types() -> None:
+    # The same column names, a Decimal of scale 2 and one of scale 4: the unscaled 1234 is 12.34
+    # in one and 0.1234 in the other, whatever order the records come in.
+    scale2 = envelope({"type": "bytes", "name": DECIMAL, "parameters": {"scale": "2"}}, "BNI=")
+    scale4 = envelope({"type": "bytes", "name": DECIMAL, "parameters": {"scale": "4"}}, "BNI=")
+    text = envelope({"type": "string"}, "12.5")
+    for _ in range(3):
+        for value, family, amount in [
+            (scale2, "numeric(38,2)", "12.34"),
+            (scale4, "numeric(38,4)", "0.1234"),
+            (text, "text", "12.5"),
+        ]:
+            record = parsed(value)
+            assert record.types == {"id": "integer", "amount": family}
+            assert record.after == {"id": 1, "amount": amount}
+
+
+def test_a_schema_with_an_unknown_type_is_refused_every_time() -> None:
+    bad = envelope({"type": "int128"}, 5)
+    good = envelope({"type": "int64"}, 5)
+    for _ in range(2):
+        with pytest.raises(RecordFormatError, match="unknown Connect type"):
+            parsed(bad)
+        assert parsed(good).types == {"id": "integer", "amount": "bigint"}
+
+
+def test_a_records_types_are_its_own() -> None:
+    value = envelope({"type": "int64"}, 5)
+    first = parsed(value)
+    assert first.types is not None
+    first.types["amount"] = "text"  # a consumer that changes its record's types
+    assert parsed(value).types == {"id": "integer", "amount": "bigint"}
