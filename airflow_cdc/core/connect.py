@@ -69,11 +69,11 @@ DECIMAL_PRECISION = 38
 def image_plan(envelope: Any, image: str) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
     """The Connect field schemas of the row image ``image`` in an envelope schema, by column,
     and the type family of each (:func:`family`). Both are shared: read them, never change
-    them."""
+    them; nor change ``envelope`` afterwards (its fields are kept to recognize the schema)."""
     fields = _image_fields(envelope, image)
     if not fields:
         return {}, {}
-    for known, columns, types in _PLANS:
+    for known, columns, types in tuple(_PLANS):  # a copy: another thread may add a plan
         if known == fields:
             return columns, types
     columns = {

@@ -31,8 +31,8 @@ _DECODER = json.JSONDecoder(parse_float=JsonNumber)
 
 def loads(text: str, **kwargs: Any) -> Any:
     """``json.loads`` with fractional numbers read as :class:`JsonNumber`."""
-    if not kwargs:
-        return _DECODER.decode(text)
+    if not kwargs and isinstance(text, str) and not text.startswith("\ufeff"):
+        return _DECODER.decode(text)  # what json.loads does past its checks of the text
     kwargs.setdefault("parse_float", JsonNumber)
     return json.loads(text, **kwargs)
 

@@ -69,3 +69,38 @@ def test_a_records_types_are_its_own() -> None:
     assert first.types is not None
     first.types["amount"] = "text"  # a consumer that changes its record's types
     assert parsed(value).types == {"id": "integer", "amount": "bigint"}
+
+
+def test_threads_parsing_many_schemas_at_once_each_get_their_own() -> None:
+    import sys
+    import threading
+
+    # More schemas (scales 0-29) than the memo keeps, so that threads add plans while others look.
+    values = [
+        envelope({"type": "bytes", "name": DECIMAL, "parameters": {"scale": str(s)}}, "BNI=")
+        for s in range(30)
+    ]
+    failures: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            for _ in range(30):
+                for scale, value in enumerate(values):
+                    assert parsed(value).types == {
+                        "id": "integer",
+                        "amount": f"numeric(38,{scale})",
+                    }
+        except BaseException as err:  # reported below
+            failures.append(err)
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=work) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert failures == []

@@ -79,3 +79,16 @@ def test_a_json_number_deep_in_a_value_keeps_its_text_with_any_arguments() -> No
     assert jsontext.dump(value, separators=(",", ":"), sort_keys=True) == (
         '{"a":1,"b":[{"x":[2.50]}]}'
     )
+
+
+def test_a_json_number_in_a_container_subclass_keeps_its_text() -> None:
+    from collections import OrderedDict
+
+    value = OrderedDict(a=[jsontext.JsonNumber("1.50")])
+    assert jsontext.dump(value) == '{"a": [1.50]}'
+
+
+def test_loads_refuses_what_json_loads_refuses_with_its_message() -> None:
+    with pytest.raises(json.JSONDecodeError, match="BOM"):
+        jsontext.loads('\ufeff{"a": 1}')
+    assert jsontext.loads(b'{"a": 1.50}') == {"a": 1.5}
