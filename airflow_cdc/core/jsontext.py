@@ -54,11 +54,7 @@ def dump(value: Any, **kwargs: Any) -> str:
     """``json.dumps(value, ensure_ascii=False, **kwargs)``, each :class:`JsonNumber` written as
     the text it was read from."""
     if not _holds_number(value):
-        if not kwargs:
-            return _PLAIN.encode(value)
-        if kwargs == _COMPACT_ARGS:
-            return _COMPACT.encode(value)
-        return json.dumps(value, ensure_ascii=False, **kwargs)
+        return _encode(value, kwargs)
     numbers: list[str] = []
     # A copy with each JsonNumber replaced by a placeholder, built without recursion: a value
     # may nest as deep as the parser allows.
@@ -77,10 +73,20 @@ def dump(value: Any, **kwargs: Any) -> str:
             stack.extend((array, index, inner) for index, inner in enumerate(item))
         else:
             parent[slot] = item
-    text = json.dumps(holder[0], ensure_ascii=False, **kwargs)
+    text = _encode(holder[0], kwargs)
     if not numbers:
         return text
     return _PLACEHOLDER.sub(lambda match: numbers[int(match[1])], text)
+
+
+def _encode(value: Any, kwargs: dict[str, Any]) -> str:
+    """``json.dumps(value, ensure_ascii=False, **kwargs)``, by a shared encoder where
+    ``kwargs`` are one of the project's two."""
+    if not kwargs:
+        return _PLAIN.encode(value)
+    if kwargs == _COMPACT_ARGS:
+        return _COMPACT.encode(value)
+    return json.dumps(value, ensure_ascii=False, **kwargs)
 
 
 def _holds_number(value: Any) -> bool:
