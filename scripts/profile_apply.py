@@ -1,0 +1,187 @@
+"""Where a batch's land and apply_changes time goes: a developer's tool, not a test.
+
+Generates a stream as `make bench` does (``--format``, about ``--records`` records), then lands
+and applies it ``--reps`` times on one warm session (each run into a new warehouse), and
+reports for the last run:
+
+* the Spark jobs each stage ran, and their SQL executions grouped by description (count,
+  seconds, jobs): which kind of query the time is in (checkpoints, Delta's file filtering,
+  MERGE, writes);
+* the driver's time in JVM calls, by the innermost line of ``spark_jobs`` that made them:
+  which step of the job the time is in, planning included. Tables applied in parallel
+  threads overlap, so lines of the per-table steps may add up to more than the wall time.
+
+Example: ``.venv/bin/python scripts/profile_apply.py --format dsql --records 200000``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import shutil
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "scripts"))
+
+import bench  # noqa: E402
+
+from cdc_demo import change_stream  # noqa: E402
+from cdc_demo.dsql_stream import DDL  # noqa: E402
+
+
+class JvmCalls:
+    """Wall time of the driver's JVM calls, by the innermost two ``spark_jobs`` frames."""
+
+    def __init__(self) -> None:
+        self.seconds: collections.defaultdict[str, float] = collections.defaultdict(float)
+        self.calls: collections.Counter[str] = collections.Counter()
+        self._inside = False
+
+    def install(self) -> None:
+        from py4j.clientserver import ClientServerConnection
+
+        send = ClientServerConnection.send_command
+        profile = self
+
+        def timed_send(connection: Any, command: str, *args: Any, **kwargs: Any) -> Any:
+            if profile._inside:  # a call made while answering another one
+                return send(connection, command, *args, **kwargs)
+            profile._inside = True
+            started = time.perf_counter()
+            try:
+                return send(connection, command, *args, **kwargs)
+            finally:
+                profile._inside = False
+                where = _caller()
+                profile.seconds[where] += time.perf_counter() - started
+                profile.calls[where] += 1
+
+        ClientServerConnection.send_command = timed_send
+
+    def reset(self) -> None:
+        self.seconds.clear()
+        self.calls.clear()
+
+    def report(self, top: int) -> None:
+        print(f"\nJVM calls by spark_jobs line: {sum(self.seconds.values()):.1f} s in all")
+        print(f"{'seconds':>8}{'calls':>7}  line")
+        for where, seconds in sorted(self.seconds.items(), key=lambda item: -item[1])[:top]:
+            print(f"{seconds:>8.2f}{self.calls[where]:>7}  {where}")
+
+
+def _caller() -> str:
+    frame = sys._getframe(2)
+    lines: list[str] = []
+    while frame is not None and len(lines) < 2:
+        if "/spark_jobs/" in frame.f_code.co_filename:
+            name = Path(frame.f_code.co_filename).name
+            lines.append(f"{name}:{frame.f_lineno} {frame.f_code.co_name}")
+        frame = frame.f_back  # type: ignore[assignment]
+    return " < ".join(lines) or "(outside spark_jobs)"
+
+
+def session() -> Any:
+    """A local session with Delta as the jobs' own, and the UI on (its REST API is the
+    source of the job and SQL execution figures)."""
+    from pyspark.sql import SparkSession
+
+    from airflow_cdc.jobs import delta_spark_conf, resolved_jars
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = SparkSession.builder.appName("airflow-cdc-profile").master("local[*]")
+    conf = delta_spark_conf(resolved_jars())
+    conf.update({"spark.ui.enabled": "true", "spark.ui.retainedJobs": "10000"})
+    conf.update({"spark.ui.retainedStages": "10000", "spark.sql.ui.retainedExecutions": "10000"})
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    return spark
+
+
+def _api(spark: Any, path: str) -> Any:
+    context = spark.sparkContext
+    url = f"{context.uiWebUrl}/api/v1/applications/{context.applicationId}/{path}"
+    with urllib.request.urlopen(url) as answer:
+        return json.load(answer)
+
+
+def last_job(spark: Any) -> int:
+    return max(spark.sparkContext.statusTracker().getJobIdsForGroup(None) or [-1])
+
+
+def report_queries(spark: Any, after: int, top: int) -> None:
+    """The SQL executions whose jobs came after job ``after``, grouped by description."""
+    jobs = {j["jobId"] for j in _api(spark, "jobs") if j["jobId"] > after}
+    # Per description: executions, seconds, jobs.
+    groups: dict[str, list[float]] = collections.defaultdict(lambda: [0.0, 0.0, 0.0])
+    for query in _api(spark, "sql?details=false&length=100000"):
+        ids = {*query.get("successJobIds", []), *query.get("failedJobIds", [])}
+        if not ids & jobs:
+            continue
+        group = groups[query["description"][:90]]
+        group[0] += 1
+        group[1] += query["duration"] / 1000
+        group[2] += len(ids)
+    print(f"\n{len(jobs)} Spark jobs; SQL executions by description")
+    print(f"{'seconds':>8}{'count':>7}{'jobs':>6}  description")
+    ranked = sorted(groups.items(), key=lambda item: -item[1][1])
+    for description, (count, seconds, ran) in ranked[:top]:
+        print(f"{seconds:>8.2f}{int(count):>7}{int(ran):>6}  {description}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--format", default="dsql", choices=["dsql", *change_stream.FORMATS])
+    parser.add_argument("--records", type=int, default=200_000, help="about this many records")
+    parser.add_argument("--reps", type=int, default=2, help="runs (the first warms the JVM)")
+    parser.add_argument("--files", type=int, default=8, help="dump files (parallel shards)")
+    parser.add_argument("--top", type=int, default=40, help="lines and groups to print")
+    parser.add_argument("--work", default=str(REPO / ".cache" / "profile"))
+    args = parser.parse_args()
+
+    from spark_jobs import apply_changes, land_files
+
+    work = Path(args.work) / args.format
+    shutil.rmtree(work, ignore_errors=True)
+    dump = str(work / "dump")
+    total = bench.write_stream(args.format, args.records, dump, args.files)
+    ddl = DDL if args.format == "dsql" else change_stream.DDL
+    layout = ["--layout", "kinesis"]
+    if args.format != "dsql":
+        layout = ["--layout", "kafka", "--format", args.format]
+    spark = session()
+    calls = JvmCalls()
+    calls.install()
+    for rep in range(1, args.reps + 1):
+        common = ["--warehouse", str(work / f"warehouse-{rep}"), "--batch-id", "profile"]
+        common += ["--source", "profile"]
+        timings = {}
+        for stage, job, stage_args in (
+            ("land", land_files.main, [*common, "--path", dump, *layout]),
+            ("apply", apply_changes.main, [*common, "--format", args.format, "--ddl", ddl]),
+        ):
+            first, started = last_job(spark), time.perf_counter()
+            calls.reset()
+            job(stage_args)
+            timings[stage] = time.perf_counter() - started
+            if rep == args.reps:
+                print(f"\n== {stage} of {total:,} {args.format} records: {timings[stage]:.1f} s")
+                report_queries(spark, first, args.top)
+                calls.report(args.top)
+        print(f"run {rep}: " + ", ".join(f"{k} {v:.1f} s" for k, v in timings.items()))
+    spark.stop()
+    shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
