@@ -9,7 +9,8 @@ reports for the last run:
   MERGE, writes);
 * the driver's time in JVM calls, by the innermost line of ``spark_jobs`` that made them:
   which step of the job the time is in, planning included. Tables applied in parallel
-  threads overlap, so lines of the per-table steps may add up to more than the wall time.
+  threads overlap (a call waits while the other thread's job runs): ``--serial`` applies
+  one table at a time, for figures that add up to the wall time.
 
 Example: ``.venv/bin/python scripts/profile_apply.py --format dsql --records 200000``.
 """
@@ -146,9 +147,16 @@ def main() -> int:
     parser.add_argument("--files", type=int, default=8, help="dump files (parallel shards)")
     parser.add_argument("--top", type=int, default=40, help="lines and groups to print")
     parser.add_argument("--work", default=str(REPO / ".cache" / "profile"))
+    parser.add_argument(
+        "--serial", action="store_true", help="apply one table at a time (see above)"
+    )
     args = parser.parse_args()
 
     from spark_jobs import apply_changes, land_files
+    from spark_jobs import common as job_common
+
+    if args.serial:
+        job_common.PARALLEL_TABLES = 1
 
     work = Path(args.work) / args.format
     shutil.rmtree(work, ignore_errors=True)
