@@ -96,6 +96,13 @@ def write_stream(fmt: str, records: int, dump: str, files: int) -> int:
     return len(changes.lines)
 
 
+def job_inputs(fmt: str) -> tuple[str, list[str]]:
+    """The DDL of ``fmt``'s generated stream, and the landing job's layout arguments."""
+    if fmt == "dsql":
+        return DDL, ["--layout", "kinesis"]
+    return change_stream.DDL, ["--layout", "kafka", "--format", fmt]
+
+
 def timed(job, *args):  # type: ignore[no-untyped-def]
     started = time.perf_counter()
     result = job(*args)
@@ -115,8 +122,7 @@ def run(spark, fmt: str, args: argparse.Namespace) -> bool:  # type: ignore[no-u
         f"\nformat={fmt} records={total:,} files={args.files} "
         f"(generated in {time.perf_counter() - started:.0f}s)"
     )
-    ddl = DDL if fmt == "dsql" else change_stream.DDL
-    layout = ["--layout", "kinesis"] if fmt == "dsql" else ["--layout", "kafka", "--format", fmt]
+    ddl, layout = job_inputs(fmt)
     common = ["--warehouse", warehouse, "--batch-id", "bench"]
     land_args = [*common, "--path", dump, "--source", "bench", *layout]
     apply_args = [*common, "--source", "bench", "--format", fmt, "--ddl", ddl]

@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import collections
 import json
-import os
 import shutil
 import sys
 import time
@@ -35,7 +34,13 @@ sys.path.insert(0, str(REPO / "scripts"))
 import bench  # noqa: E402
 
 from cdc_demo import change_stream  # noqa: E402
-from cdc_demo.dsql_stream import DDL  # noqa: E402
+
+UI = {
+    "spark.ui.enabled": "true",
+    "spark.ui.retainedJobs": "10000",
+    "spark.ui.retainedStages": "10000",
+    "spark.sql.ui.retainedExecutions": "10000",
+}
 
 
 class JvmCalls:
@@ -89,25 +94,6 @@ def _caller() -> str:
     return " < ".join(lines) or "(outside spark_jobs)"
 
 
-def session() -> Any:
-    """A local session with Delta as the jobs' own, and the UI on (its REST API is the
-    source of the job and SQL execution figures)."""
-    from pyspark.sql import SparkSession
-
-    from airflow_cdc.jobs import delta_spark_conf, resolved_jars
-
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    builder = SparkSession.builder.appName("airflow-cdc-profile").master("local[*]")
-    conf = delta_spark_conf(resolved_jars())
-    conf.update({"spark.ui.enabled": "true", "spark.ui.retainedJobs": "10000"})
-    conf.update({"spark.ui.retainedStages": "10000", "spark.sql.ui.retainedExecutions": "10000"})
-    for key, value in conf.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("WARN")
-    return spark
-
-
 def _api(spark: Any, path: str) -> Any:
     context = spark.sparkContext
     url = f"{context.uiWebUrl}/api/v1/applications/{context.applicationId}/{path}"
@@ -122,21 +108,24 @@ def last_job(spark: Any) -> int:
 def report_queries(spark: Any, after: int, top: int) -> None:
     """The SQL executions whose jobs came after job ``after``, grouped by description."""
     jobs = {j["jobId"] for j in _api(spark, "jobs") if j["jobId"] > after}
-    # Per description: executions, seconds, jobs.
-    groups: dict[str, list[float]] = collections.defaultdict(lambda: [0.0, 0.0, 0.0])
+    executions: collections.Counter[str] = collections.Counter()
+    ran: collections.Counter[str] = collections.Counter()
+    seconds: collections.defaultdict[str, float] = collections.defaultdict(float)
     for query in _api(spark, "sql?details=false&length=100000"):
         ids = {*query.get("successJobIds", []), *query.get("failedJobIds", [])}
         if not ids & jobs:
             continue
-        group = groups[query["description"][:90]]
-        group[0] += 1
-        group[1] += query["duration"] / 1000
-        group[2] += len(ids)
+        description = query["description"][:90]
+        executions[description] += 1
+        ran[description] += len(ids)
+        seconds[description] += query["duration"] / 1000
     print(f"\n{len(jobs)} Spark jobs; SQL executions by description")
     print(f"{'seconds':>8}{'count':>7}{'jobs':>6}  description")
-    ranked = sorted(groups.items(), key=lambda item: -item[1][1])
-    for description, (count, seconds, ran) in ranked[:top]:
-        print(f"{seconds:>8.2f}{int(count):>7}{int(ran):>6}  {description}")
+    for description in sorted(seconds, key=lambda d: -seconds[d])[:top]:
+        print(
+            f"{seconds[description]:>8.2f}{executions[description]:>7}{ran[description]:>6}"
+            f"  {description}"
+        )
 
 
 def main() -> int:
@@ -154,6 +143,7 @@ def main() -> int:
 
     from spark_jobs import apply_changes, land_files
     from spark_jobs import common as job_common
+    from spark_jobs.session import get_session
 
     if args.serial:
         job_common.PARALLEL_TABLES = 1
@@ -162,11 +152,9 @@ def main() -> int:
     shutil.rmtree(work, ignore_errors=True)
     dump = str(work / "dump")
     total = bench.write_stream(args.format, args.records, dump, args.files)
-    ddl = DDL if args.format == "dsql" else change_stream.DDL
-    layout = ["--layout", "kinesis"]
-    if args.format != "dsql":
-        layout = ["--layout", "kafka", "--format", args.format]
-    spark = session()
+    ddl, layout = bench.job_inputs(args.format)
+    # The UI's REST API is the source of the job and SQL execution figures.
+    spark = get_session("airflow-cdc-profile", master="local[*]", conf=UI)
     calls = JvmCalls()
     calls.install()
     for rep in range(1, args.reps + 1):

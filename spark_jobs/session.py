@@ -7,7 +7,7 @@ import json
 import os
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from urllib.parse import unquote, urlparse
 
@@ -19,9 +19,13 @@ COMMIT_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
 
 
 def get_session(
-    app_name: str = "airflow-cdc", master: str | None = None, resolve: bool = False
+    app_name: str = "airflow-cdc",
+    master: str | None = None,
+    resolve: bool = False,
+    conf: Mapping[str, str] | None = None,
 ) -> SparkSession:
-    """The active session, or a new one with Delta configured.
+    """The active session, or a new one with Delta configured (and ``conf`` over it: a
+    developer's tool turns the UI on).
 
     Under ``spark-submit`` the submitted conf wins (a user's ``spark.jars`` beside Delta's,
     their ``spark.driver.memory``...): Delta's conf only fills what it leaves unset. Locally,
@@ -37,8 +41,8 @@ def get_session(
     builder = SparkSession.builder.appName(app_name)
     if master:
         builder = builder.master(master)
-    conf = delta_spark_conf(None if resolve else resolved_jars())
-    for key, value in conf.items():
+    settings = {**delta_spark_conf(None if resolve else resolved_jars()), **(conf or {})}
+    for key, value in settings.items():
         if key not in submitted:
             builder = builder.config(key, value)
     session = builder.getOrCreate()
