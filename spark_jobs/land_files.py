@@ -72,7 +72,7 @@ from spark_jobs.ledger import union_all
 from spark_jobs.session import session_conf
 
 JOB_NAME = "land_files"
-JOB_VERSION = "1.2.2"
+JOB_VERSION = "1.2.3"
 LAYOUTS = ("kinesis", "kafka", "lines")
 LINE_WIDTH = 20
 SUFFIXES = (".ndjson", ".jsonl", ".json", ".txt", ".RESOLVED")
@@ -122,8 +122,9 @@ def kafka_line(line: str) -> dict[str, Any]:
     if not isinstance(doc, dict) or "value" not in doc:
         raise ValueError("a line must be an object with a value field")
     offset = doc.get("offset")
-    if offset is not None and (not isinstance(offset, int) or offset < 0):
-        raise ValueError(f"offset {offset!r} is not a non-negative integer")
+    integral = isinstance(offset, int) and not isinstance(offset, bool)
+    if offset is not None and (not integral or not 0 <= offset < 10**LINE_WIDTH):
+        raise ValueError(f"offset {offset!r} is not a non-negative integer of at most 20 digits")
     timestamp = doc.get("timestamp")
     topic = doc.get("topic")
     if topic is not None and not isinstance(topic, str):

@@ -74,3 +74,16 @@ def test_kafka_dump_lines_keep_key_topic_offset_and_null_values(tmp_path: Path) 
     assert tombstone["data"] is None and tombstone["envelope_error"] is None
     assert "offset" in bad_offset["envelope_error"]
     assert "bad Kafka message line" in garbage["envelope_error"]
+
+
+def test_an_offset_that_is_no_position_is_a_bad_line_not_a_failed_read(tmp_path: Path) -> None:
+    # A boolean is no integer, and a position holds at most 20 digits: the reader raised on
+    # both (and so failed the landing on every retry) before it refused them as bad lines.
+    dump = tmp_path / "part-0.ndjson"
+    offsets = [True, 10**20, 10**20 - 1]
+    dump.write_text("".join(json.dumps({"offset": o, "value": "v"}) + "\n" for o in offsets))
+    boolean, wide, widest = [r for r in read(dump, "kafka", None) if r["kind"] == "record"]
+    for bad in (boolean, wide):
+        assert "bad Kafka message line: offset" in bad["envelope_error"]
+        assert bad["data"] == bytearray(json.dumps(json.loads(bad["data"])).encode())
+    assert widest["envelope_error"] is None and widest["seq_key"] == "9" * 20
