@@ -31,6 +31,7 @@ import base64
 import binascii
 import datetime as dt
 import json
+import uuid
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
@@ -72,7 +73,7 @@ from spark_jobs.ledger import union_all
 from spark_jobs.session import session_conf
 
 JOB_NAME = "land_files"
-JOB_VERSION = "1.2.3"
+JOB_VERSION = "1.2.4"
 LAYOUTS = ("kinesis", "kafka", "lines")
 LINE_WIDTH = 20
 SUFFIXES = (".ndjson", ".jsonl", ".json", ".txt", ".RESOLVED")
@@ -340,9 +341,17 @@ def kinesis_dump_records(ctx: JobContext, source: str, tasks: list[ShardTask]) -
     row per line (blank ones are marked ``_blank`` and land nothing)."""
     numbered = numbered_lines(ctx, tasks)
     # Each part once, in its own projection: Spark would otherwise copy the extraction of the
-    # (large) Data text into every rule and output that reads it.
-    doc = F.try_parse_json("line")
-    fields = numbered.select("*", doc.alias("_doc")).select(
+    # (large) Data text into every rule and output that reads it. A JSON parser reads a
+    # document's first value and ignores what follows it (a second record, say), which the
+    # rules refuse: the line is parsed as the first element of an array whose second is a
+    # text no line holds, so the second element is that text only when the line is one
+    # whole JSON value.
+    end = uuid.uuid4().hex
+    lines = F.try_parse_json(F.concat(F.lit("["), "line", F.lit(f',"{end}"]')))
+    one = F.try_variant_get("_lines", "$[1]", "string") == end
+    doc = F.when(one, F.try_variant_get("_lines", "$[0]", "variant"))
+    fields = numbered.select("*", lines.alias("_lines")).select("*", doc.alias("_doc"))
+    fields = fields.select(
         "*",
         F.schema_of_variant("_doc").alias("_kind"),
         F.try_variant_get("_doc", "$.Data", "variant").alias("_data"),

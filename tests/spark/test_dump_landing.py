@@ -74,3 +74,73 @@ def test_line_numbers_do_not_depend_on_the_sessions_split_size(
     rows = landed(spark, warehouse)
     assert len(rows) == 300
     assert all(json.loads(data)["n"] == int(number) for number, _, data in rows)
+
+
+def dump_line(**fields: Any) -> bytes:
+    return json.dumps(fields).encode()
+
+
+DATA = base64.b64encode(b'{"type": "full"}').decode()
+# Lines of every form, as the JVM reads them and as FileReader (the layout's specification,
+# in Python) reads them.
+LINES = [
+    dump_line(Data=DATA, PartitionKey="k", ApproximateArrivalTimestamp="2026-01-01T00:00:01Z"),
+    dump_line(Data=DATA, ApproximateArrivalTimestamp="2026-01-01T00:00:01.250+02:00"),
+    dump_line(Data=DATA, ApproximateArrivalTimestamp="2026-01-01 00:00:02"),
+    dump_line(Data=DATA, ApproximateArrivalTimestamp=1767225603),
+    dump_line(Data=DATA, ApproximateArrivalTimestamp=1767225603.5),
+    dump_line(Data=DATA, PartitionKey=None, ApproximateArrivalTimestamp=None),
+    dump_line(Data=""),
+    dump_line(Data=DATA, PartitionKey=7),
+    # Bad lines: landed as their text, with the reason.
+    dump_line(Data="not base64!"),
+    dump_line(Data=DATA[:-1]),
+    dump_line(Data=5),
+    dump_line(PartitionKey="k"),
+    dump_line(Data=DATA, ApproximateArrivalTimestamp="yesterday"),
+    b"[1, 2]",
+    b"not json",
+    # A document, then more: the reader refuses the line, so nothing after it is lost.
+    dump_line(Data=DATA) + b" trailing",
+    dump_line(Data=DATA) + b" " + dump_line(Data=DATA),
+    dump_line(Data=DATA) + b"," + dump_line(Data=DATA),
+    dump_line(Data=DATA) + b"}",
+    dump_line(Data=DATA) + b"]",
+    dump_line(Data=DATA) + b"] " + dump_line(Data=DATA),
+    dump_line(Data=DATA) + b',"x"] ' + dump_line(Data=DATA),
+]
+
+
+def test_the_jvm_lands_each_line_as_the_reader_does(
+    spark: Any, warehouse: str, tmp_path: Path
+) -> None:
+    from spark_jobs.land_files import FileReader
+    from spark_jobs.landing import ShardTask
+
+    dump = tmp_path / "shard-000.ndjson"
+    dump.write_bytes(b"\n".join(LINES) + b"\n")
+    fields = ["record_id", "partition_key", "arrival_ts", "data", "envelope_error"]
+    rows = list(FileReader("dump", "kinesis")(ShardTask(str(dump), None)))[:-1]
+    want = {
+        row[0]: (
+            row[5],
+            row[6].astimezone(dt.UTC).replace(tzinfo=None) if row[6] else None,
+            bytes(row[7]),
+            row[8] is not None,  # the JVM words its reasons in its own way
+        )
+        for row in rows
+    }
+
+    land_dump(warehouse, str(dump), "b1")
+
+    raw = spark.read.format("delta").load(f"{warehouse}/_cdc/raw").where("kind = 'record'")
+    got = {
+        r["record_id"]: (
+            r["partition_key"],
+            r["arrival_ts"],
+            bytes(r["data"]),
+            r["envelope_error"] is not None,
+        )
+        for r in raw.select(*fields).collect()
+    }
+    assert got == want
