@@ -455,3 +455,25 @@ def is_base64(text: Column) -> Column:
     the end, a length that is a multiple of four (the same strings as groups of four with an
     optional padded last group, without a regex that backtracks over long values)."""
     return text.rlike(r"^[A-Za-z0-9+/]*={0,2}$") & (F.length(text) % 4 == 0)
+
+
+class WholeJson:
+    """JSON text parsed as a VARIANT only when it is one whole JSON value, as Python's
+    ``json.loads`` takes it: Spark's parser reads a document's first value and ignores what
+    follows it (a second record, say).
+
+    The text is parsed as the first element of an array whose second is a text no input
+    holds (new for each instance): the second element is that text only when the input is
+    one whole value. Stage :meth:`wrapped` as a column, then take :meth:`value` of it, so
+    that the text is parsed once."""
+
+    def __init__(self) -> None:
+        self.end = uuid.uuid4().hex
+
+    def wrapped(self, text: Column) -> Column:
+        return F.try_parse_json(F.concat(F.lit("["), text, F.lit(f',"{self.end}"]')))
+
+    def value(self, wrapped: Column) -> Column:
+        """The input's value; SQL NULL where it is not one whole JSON value."""
+        whole = F.try_variant_get(wrapped, "$[1]", "string") == self.end
+        return F.when(whole, F.try_variant_get(wrapped, "$[0]", "variant"))

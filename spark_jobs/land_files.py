@@ -31,7 +31,6 @@ import base64
 import binascii
 import datetime as dt
 import json
-import uuid
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
@@ -49,6 +48,7 @@ from airflow_cdc.core.ordering import pad_decimal
 from spark_jobs.common import (
     RECORD,
     JobContext,
+    WholeJson,
     base_parser,
     is_base64,
     source_name,
@@ -341,16 +341,10 @@ def kinesis_dump_records(ctx: JobContext, source: str, tasks: list[ShardTask]) -
     row per line (blank ones are marked ``_blank`` and land nothing)."""
     numbered = numbered_lines(ctx, tasks)
     # Each part once, in its own projection: Spark would otherwise copy the extraction of the
-    # (large) Data text into every rule and output that reads it. A JSON parser reads a
-    # document's first value and ignores what follows it (a second record, say), which the
-    # rules refuse: the line is parsed as the first element of an array whose second is a
-    # text no line holds, so the second element is that text only when the line is one
-    # whole JSON value.
-    end = uuid.uuid4().hex
-    lines = F.try_parse_json(F.concat(F.lit("["), "line", F.lit(f',"{end}"]')))
-    one = F.try_variant_get("_lines", "$[1]", "string") == end
-    doc = F.when(one, F.try_variant_get("_lines", "$[0]", "variant"))
-    fields = numbered.select("*", lines.alias("_lines")).select("*", doc.alias("_doc"))
+    # (large) Data text into every rule and output that reads it.
+    whole = WholeJson()
+    fields = numbered.select("*", whole.wrapped(F.col("line")).alias("_lines"))
+    fields = fields.select("*", whole.value(F.col("_lines")).alias("_doc"))
     fields = fields.select(
         "*",
         F.schema_of_variant("_doc").alias("_kind"),

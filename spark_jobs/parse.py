@@ -29,7 +29,7 @@ from airflow_cdc.core.events import ChangeRecord, Control, Fragment, Message
 from airflow_cdc.core.exceptions import RecordFormatError
 from airflow_cdc.core.formats import parser_for
 from airflow_cdc.core.formats.common import RecordLimits
-from spark_jobs.common import arrow_batch
+from spark_jobs.common import WholeJson, arrow_batch
 from spark_jobs.schemas import struct
 
 IMAGE = "MAP<STRING, VARIANT>"
@@ -207,7 +207,7 @@ def payloads(records: DataFrame) -> DataFrame:
 def _dsql_fields(records: DataFrame) -> DataFrame:
     """Records with the JSON type and text of every envelope field, each computed once."""
     text = payload_text()
-    doc = F.try_parse_json(text)
+    whole = WholeJson()
     atoms = [
         F.try_variant_get(F.col("_doc"), path, "variant").alias(name)
         for name, path in _DSQL_FIELDS.items()
@@ -219,8 +219,9 @@ def _dsql_fields(records: DataFrame) -> DataFrame:
             "arrival_ts",
             "envelope_error",
             text.alias("payload"),
-            doc.alias("_doc"),
+            whole.wrapped(text).alias("_wrapped"),
         )
+        .select("*", whole.value(F.col("_wrapped")).alias("_doc"))
         .select("*", *atoms)
         .select(
             "*",

@@ -42,7 +42,7 @@ from airflow_cdc.core.types import (
     TIMESTAMP_POS_INFINITY,
     spark_type,
 )
-from spark_jobs.common import is_base64
+from spark_jobs.common import WholeJson, is_base64
 
 _INT_KINDS = ("TINYINT", "SMALLINT", "INT", "BIGINT")
 _RANGES = {
@@ -515,7 +515,8 @@ def _json(column: ColumnSpec, json: _Json) -> _Result:
         | (F.coalesce(json.kind.startswith("ARRAY"), F.lit(False)))
     )
     text = json.get("string")
-    valid = F.try_parse_json(text).isNotNull()
+    whole = WholeJson()
+    valid = whole.value(whole.wrapped(text)).isNotNull()
     value = F.when(structured, F.to_json(json.variant)).when(json.is_string & valid, text)
     problem = F.when(~(structured | json.is_string), F.lit("is not JSON")).when(
         json.is_string & ~valid, F.lit("is not JSON text")

@@ -48,6 +48,9 @@ def hostile() -> list[str]:
 
     return [
         "{not json",
+        INSERT + " trailing",  # a document, then more: not one JSON document
+        INSERT + " " + INSERT,
+        INSERT + "] " + INSERT,
         "[1, 2]",
         "42",
         "null",

@@ -222,6 +222,9 @@ CASES: dict[ColumnSpec, list[str]] = {
         '"{\\"a\\": 1}"',
         '"[1, 2]"',
         '"not json"',
+        '"{\\"a\\": 1} trailing"',  # a document, then more: not JSON text
+        '"{\\"a\\": 1}] {}"',
+        '"null"',
         '{"b": 1, "a": [1, 2]}',
         '[1, {"x": null}]',
         "5",
