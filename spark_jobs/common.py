@@ -473,7 +473,10 @@ class WholeJson:
     def wrapped(self, text: Column) -> Column:
         return F.try_parse_json(F.concat(F.lit("["), text, F.lit(f',"{self.end}"]')))
 
+    def whole(self, wrapped: Column) -> Column:
+        """Whether the input is one whole JSON value (null where it is SQL NULL)."""
+        return F.try_variant_get(wrapped, "$[1]", "string") == self.end
+
     def value(self, wrapped: Column) -> Column:
         """The input's value; SQL NULL where it is not one whole JSON value."""
-        whole = F.try_variant_get(wrapped, "$[1]", "string") == self.end
-        return F.when(whole, F.try_variant_get(wrapped, "$[0]", "variant"))
+        return F.when(self.whole(wrapped), F.try_variant_get(wrapped, "$[0]", "variant"))

@@ -515,8 +515,8 @@ def _json(column: ColumnSpec, json: _Json) -> _Result:
         | (F.coalesce(json.kind.startswith("ARRAY"), F.lit(False)))
     )
     text = json.get("string")
-    whole = WholeJson()
-    valid = whole.value(whole.wrapped(text)).isNotNull()
+    parsed = WholeJson()
+    valid = F.coalesce(parsed.whole(parsed.wrapped(text)), F.lit(False))
     value = F.when(structured, F.to_json(json.variant)).when(json.is_string & valid, text)
     problem = F.when(~(structured | json.is_string), F.lit("is not JSON")).when(
         json.is_string & ~valid, F.lit("is not JSON text")
