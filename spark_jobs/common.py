@@ -474,7 +474,8 @@ class WholeJson:
         return F.try_parse_json(F.concat(F.lit("["), text, F.lit(f',"{self.end}"]')))
 
     def whole(self, wrapped: Column) -> Column:
-        """Whether the input is one whole JSON value (null where it is SQL NULL)."""
+        """Whether the input is one whole JSON value: true, or null where it is not (SQL
+        NULL, text that does not parse) or false where it parses as more than one value."""
         return F.try_variant_get(wrapped, "$[1]", "string") == self.end
 
     def value(self, wrapped: Column) -> Column:

@@ -73,7 +73,7 @@ from spark_jobs.ledger import union_all
 from spark_jobs.session import session_conf
 
 JOB_NAME = "land_files"
-JOB_VERSION = "1.2.4"
+JOB_VERSION = "1.2.5"
 LAYOUTS = ("kinesis", "kafka", "lines")
 LINE_WIDTH = 20
 SUFFIXES = (".ndjson", ".jsonl", ".json", ".txt", ".RESOLVED")
@@ -90,7 +90,8 @@ def parse_line(line: str) -> tuple[bytes, str | None, dt.datetime | None, str | 
         partition_key = doc.get("PartitionKey")
         return data, str(partition_key) if partition_key is not None else None, arrival, None
     except (ValueError, binascii.Error, TypeError, OverflowError) as err:
-        return line.encode("utf-8"), None, None, f"bad dump line: {err}"
+        # The line as it was read: bytes that are not UTF-8 came in as lone surrogates.
+        return line.encode("utf-8", "surrogateescape"), None, None, f"bad dump line: {err}"
 
 
 def _timestamp(value: Any) -> dt.datetime | None:
@@ -102,6 +103,10 @@ def _timestamp(value: Any) -> dt.datetime | None:
         parsed = dt.datetime.fromisoformat(value)
         return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
     raise ValueError(f"ApproximateArrivalTimestamp {value!r} is not a time")
+
+
+def _is_integer(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _text(value: Any) -> str | None:
@@ -123,8 +128,7 @@ def kafka_line(line: str) -> dict[str, Any]:
     if not isinstance(doc, dict) or "value" not in doc:
         raise ValueError("a line must be an object with a value field")
     offset = doc.get("offset")
-    integral = isinstance(offset, int) and not isinstance(offset, bool)
-    if offset is not None and (not integral or not 0 <= offset < 10**LINE_WIDTH):
+    if offset is not None and (not _is_integer(offset) or not 0 <= offset < 10**LINE_WIDTH):
         raise ValueError(f"offset {offset!r} is not a non-negative integer of at most 20 digits")
     timestamp = doc.get("timestamp")
     topic = doc.get("topic")
@@ -135,7 +139,7 @@ def kafka_line(line: str) -> dict[str, Any]:
         "key": _text(doc.get("key")),
         "value": _text(doc["value"]),
         "offset": offset,
-        "arrival": _timestamp(timestamp / 1000 if isinstance(timestamp, int) else timestamp),
+        "arrival": _timestamp(timestamp / 1000 if _is_integer(timestamp) else timestamp),
     }
 
 

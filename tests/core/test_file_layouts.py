@@ -87,3 +87,21 @@ def test_an_offset_that_is_no_position_is_a_bad_line_not_a_failed_read(tmp_path:
         assert "bad Kafka message line: offset" in bad["envelope_error"]
         assert bad["data"] == bytearray(json.dumps(json.loads(bad["data"])).encode())
     assert widest["envelope_error"] is None and widest["seq_key"] == "9" * 20
+
+
+def test_a_kafka_timestamp_that_is_a_boolean_is_a_bad_line(tmp_path: Path) -> None:
+    dump = tmp_path / "part-0.ndjson"
+    dump.write_text(json.dumps({"offset": 1, "timestamp": True, "value": "v"}) + "\n")
+    (bad,) = [r for r in read(dump, "kafka", None) if r["kind"] == "record"]
+    assert "is not a time" in bad["envelope_error"] and bad["arrival_ts"] is None
+
+
+def test_a_bad_kinesis_line_that_is_not_utf8_lands_as_its_bytes(tmp_path: Path) -> None:
+    # The reader refused the line, then raised writing it back as UTF-8 (the landing failed
+    # on every retry).
+    line = b'{"Data": 5, "PartitionKey": "\xff\xfe"}'
+    dump = tmp_path / "shard-0.ndjson"
+    dump.write_bytes(line + b"\n")
+    (bad,) = [r for r in read(dump, "kinesis", "ydb") if r["kind"] == "record"]
+    assert bad["envelope_error"].startswith("bad dump line: ")
+    assert bytes(bad["data"]) == line

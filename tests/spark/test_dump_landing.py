@@ -10,11 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pyspark.sql import functions as F
 
 from tests.spark.pipeline import land_dump
 
 pytestmark = pytest.mark.spark
 START = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+START_US = 1_767_225_600_000_000
 
 
 def kinesis_line(n: int) -> str:
@@ -124,7 +126,8 @@ def test_the_jvm_lands_each_line_as_the_reader_does(
     want = {
         row[0]: (
             row[5],
-            row[6].astimezone(dt.UTC).replace(tzinfo=None) if row[6] else None,
+            # Microseconds since the epoch: Spark returns naive times in the local zone.
+            (row[6] - START) // dt.timedelta(microseconds=1) + START_US if row[6] else None,
             bytes(row[7]),
             row[8] is not None,  # the JVM words its reasons in its own way
         )
@@ -141,6 +144,8 @@ def test_the_jvm_lands_each_line_as_the_reader_does(
             bytes(r["data"]),
             r["envelope_error"] is not None,
         )
-        for r in raw.select(*fields).collect()
+        for r in raw.select(
+            *fields[:2], F.unix_micros("arrival_ts").alias("arrival_ts"), *fields[3:]
+        ).collect()
     }
     assert got == want
