@@ -32,7 +32,7 @@ import binascii
 import datetime as dt
 import json
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, TypeGuard
 from urllib.parse import urlsplit
 
 import fsspec
@@ -105,7 +105,7 @@ def _timestamp(value: Any) -> dt.datetime | None:
     raise ValueError(f"ApproximateArrivalTimestamp {value!r} is not a time")
 
 
-def _is_integer(value: Any) -> bool:
+def _is_integer(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
