@@ -45,6 +45,7 @@ from airflow_cdc.core.exceptions import RecordFormatError
 from airflow_cdc.core.formats import IN_BAND_RESOLVED, resolved_marker
 from airflow_cdc.core.formats.cockroach import split_batch
 from airflow_cdc.core.ordering import pad_decimal
+from airflow_cdc.core.types import MAX_MICROS, MIN_MICROS
 from spark_jobs.common import (
     RECORD,
     JobContext,
@@ -73,7 +74,7 @@ from spark_jobs.ledger import union_all
 from spark_jobs.session import session_conf
 
 JOB_NAME = "land_files"
-JOB_VERSION = "1.2.5"
+JOB_VERSION = "1.2.6"
 LAYOUTS = ("kinesis", "kafka", "lines")
 LINE_WIDTH = 20
 SUFFIXES = (".ndjson", ".jsonl", ".json", ".txt", ".RESOLVED")
@@ -373,10 +374,12 @@ def kinesis_dump_records(ctx: JobContext, source: str, tasks: list[ShardTask]) -
         arrival_kind.rlike("^(TINYINT|SMALLINT|INT|BIGINT|DECIMAL.*|DOUBLE)$"),
         F.try_variant_get(arrival, "$", "decimal(38,6)"),
     )
-    arrival_ts = F.coalesce(
-        F.timestamp_micros((number_seconds * 1_000_000).try_cast("bigint")),
-        F.when(arrival_kind == "STRING", F.try_to_timestamp(arrival_text)),
+    micros = F.coalesce(
+        (number_seconds * 1_000_000).try_cast("bigint"),
+        F.unix_micros(F.when(arrival_kind == "STRING", F.try_to_timestamp(arrival_text))),
     )
+    # A time the calendar holds (years 1-9999), as Python's datetime does.
+    arrival_ts = F.when(micros.between(MIN_MICROS, MAX_MICROS), F.timestamp_micros(micros))
     fields = fields.select("*", arrival_ts.alias("_arrival_ts"))
     error = (
         F.when(

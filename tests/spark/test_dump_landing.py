@@ -100,6 +100,12 @@ LINES = [
     dump_line(Data=5),
     dump_line(PartitionKey="k"),
     dump_line(Data=DATA, ApproximateArrivalTimestamp="yesterday"),
+    dump_line(Data=DATA, ApproximateArrivalTimestamp=True),
+    # Past the years 1-9999 (the last second of 9999 lands).
+    dump_line(Data=DATA, ApproximateArrivalTimestamp=1e12),
+    dump_line(Data=DATA, ApproximateArrivalTimestamp=-1e12),
+    dump_line(Data=DATA, ApproximateArrivalTimestamp=253402300800),
+    dump_line(Data=DATA, ApproximateArrivalTimestamp=253402300799),
     b"[1, 2]",
     b"not json",
     # A document, then more: the reader refuses the line, so nothing after it is lost.
