@@ -16,7 +16,6 @@ from tests.spark.pipeline import land_dump
 
 pytestmark = pytest.mark.spark
 START = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
-START_US = 1_767_225_600_000_000
 
 
 def kinesis_line(n: int) -> str:
@@ -123,17 +122,16 @@ def test_the_jvm_lands_each_line_as_the_reader_does(
     spark: Any, warehouse: str, tmp_path: Path
 ) -> None:
     from spark_jobs.land_files import FileReader
-    from spark_jobs.landing import ShardTask
+    from spark_jobs.landing import ShardTask, to_micros
 
     dump = tmp_path / "shard-000.ndjson"
     dump.write_bytes(b"\n".join(LINES) + b"\n")
-    fields = ["record_id", "partition_key", "arrival_ts", "data", "envelope_error"]
     rows = list(FileReader("dump", "kinesis")(ShardTask(str(dump), None)))[:-1]
     want = {
         row[0]: (
             row[5],
             # Microseconds since the epoch: Spark returns naive times in the local zone.
-            (row[6] - START) // dt.timedelta(microseconds=1) + START_US if row[6] else None,
+            to_micros(row[6]),
             bytes(row[7]),
             row[8] is not None,  # the JVM words its reasons in its own way
         )
@@ -151,7 +149,11 @@ def test_the_jvm_lands_each_line_as_the_reader_does(
             r["envelope_error"] is not None,
         )
         for r in raw.select(
-            *fields[:2], F.unix_micros("arrival_ts").alias("arrival_ts"), *fields[3:]
+            "record_id",
+            "partition_key",
+            F.unix_micros("arrival_ts").alias("arrival_ts"),
+            "data",
+            "envelope_error",
         ).collect()
     }
     assert got == want
