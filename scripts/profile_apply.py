@@ -10,7 +10,9 @@ reports for the last run:
 * the driver's time in JVM calls, by the innermost line of ``spark_jobs`` that made them:
   which step of the job the time is in, planning included. Tables applied in parallel
   threads overlap (a call waits while the other thread's job runs): ``--serial`` applies
-  one table at a time, for figures that add up to the wall time.
+  one table at a time, for figures that add up to the wall time;
+* the Spark stages, longest first, each named by the ``spark_jobs`` lines that ran it, with
+  its tasks and task time: how busy the cores were, and where the work is.
 
 Example: ``.venv/bin/python scripts/profile_apply.py --format dsql --records 200000``.
 """
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import datetime as dt
 import json
 import shutil
 import sys
@@ -51,7 +54,9 @@ class JvmCalls:
         self.calls: collections.Counter[str] = collections.Counter()
         self._inside = False
 
-    def install(self) -> None:
+    def install(self, context: Any = None) -> None:
+        """Time every JVM call; with a SparkContext, also name each Spark stage after the
+        ``spark_jobs`` lines that ran it."""
         from py4j.clientserver import ClientServerConnection
 
         send = ClientServerConnection.send_command
@@ -61,12 +66,14 @@ class JvmCalls:
             if profile._inside:  # a call made while answering another one
                 return send(connection, command, *args, **kwargs)
             profile._inside = True
+            where = _caller()
+            if context is not None:  # name the stages this call runs after its line
+                context.setLocalProperty("callSite.short", where)
             started = time.perf_counter()
             try:
                 return send(connection, command, *args, **kwargs)
             finally:
                 profile._inside = False
-                where = _caller()
                 profile.seconds[where] += time.perf_counter() - started
                 profile.calls[where] += 1
 
@@ -128,6 +135,34 @@ def report_queries(spark: Any, after: int, top: int) -> None:
         )
 
 
+def _seconds(stamp: str) -> float:
+    """A UI time (``2026-11-27T07:05:42.123GMT``) in seconds since the epoch."""
+    return dt.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S.%f%Z").timestamp()
+
+
+def report_stages(spark: Any, after: int, wall: float, top: int) -> None:
+    """The stages of the jobs after job ``after``, longest first: their tasks, and how busy
+    they kept the executor's cores (task time over wall time); then the whole stage's use of
+    the cores, which shows how much of ``wall`` ran on one core or none."""
+    jobs = [j for j in _api(spark, "jobs") if j["jobId"] > after]
+    ids = {s for j in jobs for s in j["stageIds"]}
+    cores = spark.sparkContext.defaultParallelism
+    stages = []
+    for stage in _api(spark, "stages?details=false"):
+        if stage["stageId"] not in ids or stage["status"] != "COMPLETE":
+            continue
+        took = _seconds(stage["completionTime"]) - _seconds(stage["submissionTime"])
+        stages.append((took, stage["executorRunTime"] / 1000, stage["numTasks"], stage))
+    busy = sum(s[1] for s in stages)
+    print(
+        f"\n{len(stages)} stages; task time {busy:.1f} s over {wall:.1f} s of wall time"
+        f" on {cores} cores: {busy / (wall * cores):.0%} of the cores busy"
+    )
+    print(f"{'seconds':>8}{'task s':>8}{'tasks':>7}  stage")
+    for took, run, tasks, stage in sorted(stages, key=lambda s: -s[0])[:top]:
+        print(f"{took:>8.2f}{run:>8.2f}{tasks:>7}  {stage['stageId']} {stage['name'][:100]}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--format", default="dsql", choices=["dsql", *change_stream.FORMATS])
@@ -156,7 +191,7 @@ def main() -> int:
     # The UI's REST API is the source of the job and SQL execution figures.
     spark = get_session("airflow-cdc-profile", master="local[*]", conf=UI)
     calls = JvmCalls()
-    calls.install()
+    calls.install(spark.sparkContext)
     for rep in range(1, args.reps + 1):
         common = ["--warehouse", str(work / f"warehouse-{rep}"), "--batch-id", "profile"]
         common += ["--source", "profile"]
@@ -172,6 +207,7 @@ def main() -> int:
             if rep == args.reps:
                 print(f"\n== {stage} of {total:,} {args.format} records: {timings[stage]:.1f} s")
                 report_queries(spark, first, args.top)
+                report_stages(spark, first, timings[stage], args.top)
                 calls.report(args.top)
         print(f"run {rep}: " + ", ".join(f"{k} {v:.1f} s" for k, v in timings.items()))
     spark.stop()
