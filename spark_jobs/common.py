@@ -454,7 +454,7 @@ def is_base64(text: Column) -> Column:
     """Whether ``text`` is padded standard Base64: alphabet characters, at most two ``=`` at
     the end, a length that is a multiple of four (the same strings as groups of four with an
     optional padded last group, without a regex that backtracks over long values)."""
-    return text.rlike(r"^[A-Za-z0-9+/]*={0,2}$") & (F.length(text) % 4 == 0)
+    return text.rlike(r"^[A-Za-z0-9+/]*={0,2}\z") & (F.length(text) % 4 == 0)
 
 
 class WholeJson:

@@ -96,6 +96,9 @@ LINES = [
     # Bad lines: landed as their text, with the reason.
     dump_line(Data="not base64!"),
     dump_line(Data=DATA[:-1]),
+    # Base64 of a length that is a multiple of four, then a line terminator (before which
+    # Java's "$" also matches): not Base64.
+    *(dump_line(Data=DATA[:20] + "ab=" + end) for end in ("\n", "\u2028", "\u0085")),
     dump_line(Data=5),
     dump_line(PartitionKey="k"),
     dump_line(Data=DATA, ApproximateArrivalTimestamp="yesterday"),
