@@ -32,6 +32,7 @@ from pyspark.sql import functions as F
 from airflow_cdc.core.ddl import ColumnSpec
 from airflow_cdc.core.types import (
     DEFAULT_DECIMAL,
+    FLOAT32_LIMIT,
     INTERVAL_TEXT,
     MAX_DAYS,
     MAX_MICROS,
@@ -54,16 +55,23 @@ _RANGES = {
     "interval": (-(2**63), 2**63 - 1),
 }
 _SPECIAL_FLOATS = ("NaN", "Infinity", "-Infinity")
+# Every pattern ends with ``\z``: Java's ``$`` also matches before a final line terminator
+# (``\n``, ``\r\n``, ``\u0085``, ``\u2028``...), which the core's rules refuse. ``\d`` is
+# ASCII in Java.
+# The characters Python's ``str.strip()`` removes (``str.isspace``), as a regex class.
+_WHITESPACE = r"[\t\n\x0B\f\r\x1C-\x1F \x85\xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]"
 # A decimal number as text: sign, integer digits, fraction digits, exponent.
-_DECIMAL_TEXT = r"^\s*([+-]?)(\d*)(?:\.(\d*))?(?:[eE]([+-]?\d{1,4}))?\s*$"
-_TIME_TEXT = r"^(\d{2})(?::(\d{2})(?::(\d{2})(?:[.,](\d{1,9}))?)?)?(Z|[+-]\d{2}(?::?\d{2})?)?$"
-_DATE_TEXT = r"^(\d{4})-(\d{2})-(\d{2})$"
+_DECIMAL_TEXT = rf"^{_WHITESPACE}*([+-]?)(\d*)(?:\.(\d*))?(?:[eE]([+-]?\d+))?{_WHITESPACE}*\z"
+_TIME_TEXT = r"^(\d{2})(?::(\d{2})(?::(\d{2})(?:[.,](\d+))?)?)?(Z|[+-]\d{2}(?::?\d{2})?)?\z"
+_DATE_TEXT = r"^(\d{4})-(\d{2})-(\d{2})\z"
 # A UTC timestamp as text, to the microsecond: the common text form of timestamps.
-_UTC_TEXT = r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:\.\d{1,6})?Z$"
+_UTC_TEXT = r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:\.\d{1,6})?Z\z"
 _TIMESTAMP_TEXT = (
-    r"^(\d{4}-\d{2}-\d{2})(?:[T ](\d{2})(?::(\d{2})(?::(\d{2})(?:[.,](\d{1,9}))?)?)?)?"
-    r"(Z|[+-]\d{2}(?::?\d{2})?)?$"
+    r"^(\d{4}-\d{2}-\d{2})(?:[T ](\d{2})(?::(\d{2})(?::(\d{2})(?:[.,](\d+))?)?)?)?"
+    r"(Z|[+-]\d{2}(?::?\d{2})?)?\z"
 )
+# Hex digits and the ASCII whitespace ``bytes.fromhex`` skips between pairs of them.
+_HEX_CHARS = r"^[0-9a-fA-F \t\n\x0B\f\r]*\z"
 
 
 # The projections a decoded value is staged in (see :class:`_Json`).
@@ -216,7 +224,7 @@ def _decoded(column: ColumnSpec, json: _Json) -> DecodedColumn:
 def _digits(text: Column, spark: str) -> Column:
     """``text`` as a number where it is all ASCII digits, else null. A cast that fails costs
     an exception per row even in ``try_cast``, so it is never attempted on other text."""
-    return F.when(text.rlike("^[0-9]+$"), text.cast(spark))
+    return F.when(text.rlike(r"^[0-9]+\z"), text.cast(spark))
 
 
 def _expected(column: ColumnSpec, accepted: Column) -> Column:
@@ -273,10 +281,14 @@ def _integer_fast(column: ColumnSpec, json: _Json) -> tuple[Column, Column]:
 def _float(column: ColumnSpec, json: _Json) -> _Result:
     text = json.get("string")
     special = json.is_string & text.isin(*_SPECIAL_FLOATS)
-    value = F.when(special, text.cast("double")).otherwise(json.get("double"))
+    number = json.get("double")
+    # A number the column's type cannot hold is out of range, not infinite.
+    limit = FLOAT32_LIMIT if column.pg_type == "real" else float("inf")
+    finite = ~F.isnan(number) & (F.abs(number) < F.lit(limit))
+    value = F.when(special, text.cast("double")).otherwise(number)
     problem = F.when(
         ~(json.is_number | special), F.lit("is not NaN, Infinity, -Infinity or a number")
-    )
+    ).when(json.is_number & ~finite, F.lit(f"is out of range for {column.pg_type}"))
     return _Result(value, problem)
 
 
@@ -290,12 +302,19 @@ def _numeric(column: ColumnSpec, json: _Json) -> _Result:
     )
     special = json.is_string & text.isin(*_SPECIAL_FLOATS)
     parts = [json.stage(f"n{i}", F.regexp_extract(text, _DECIMAL_TEXT, i)) for i in range(1, 5)]
-    whole, fraction = parts[1], parts[2]
-    exponent = F.when(parts[3].rlike("^[+-]?[0-9]{1,4}$"), parts[3].cast("int"))
-    shift = F.coalesce(exponent, F.lit(0))
-    # Digits after the point once the exponent moved it, trailing zeros aside.
-    fraction_digits = F.length(F.rtrim(fraction, F.lit("0"))) - shift
-    whole_digits = F.greatest(F.length(F.ltrim(whole, F.lit("0"))) + shift, F.lit(0))
+    sign, whole, fraction, exponent_text = parts
+    # An exponent of more than nine digits is too large for any value but zero.
+    exponent_digits = F.ltrim(F.regexp_replace(exponent_text, "^[+-]", ""), F.lit("0"))
+    exponent = F.when(F.length(exponent_digits) <= 9, exponent_text.try_cast("int"))
+    huge = (exponent_text != "") & exponent.isNull()
+    # Where the point falls in the digits once the exponent moved it; the digits it leaves
+    # on each side, leading and trailing zeros aside.
+    digits = F.concat(whole, fraction)
+    point = F.length(whole) + F.coalesce(exponent, F.lit(0))
+    leading_zeros = F.length(digits) - F.length(F.ltrim(digits, F.lit("0")))
+    zero = leading_zeros == F.length(digits)
+    whole_digits = F.greatest(point - leading_zeros, F.lit(0))
+    fraction_digits = F.length(F.rtrim(digits, F.lit("0"))) - point
     syntax = F.coalesce(text.rlike(_DECIMAL_TEXT), F.lit(False)) & (
         (F.length(whole) + F.length(fraction)) > 0
     )
@@ -304,13 +323,27 @@ def _numeric(column: ColumnSpec, json: _Json) -> _Result:
         F.when(~accepted, F.lit("is not a decimal number"))
         .when(special, F.lit(None))
         .when(~syntax, F.lit("is not a decimal number"))
-        .when(fraction_digits > scale, F.lit(f"has more than {scale} fractional digits"))
+        .when(zero, F.lit(None))
         .when(
-            (whole_digits + scale > precision) & (whole_digits > 0),
+            (huge & exponent_text.startswith("-")) | (~huge & (fraction_digits > scale)),
+            F.lit(f"has more than {scale} fractional digits"),
+        )
+        .when(
+            huge | ((whole_digits + scale > precision) & (whole_digits > 0)),
             F.lit(f"does not fit DECIMAL({precision},{scale})"),
         )
     )
-    value = F.when(syntax, F.trim(text).try_cast(f"decimal({precision},{scale})"))
+    # The number in the plain form Spark's cast reads (whitespace and all zeros aside).
+    plain = F.concat(
+        sign,
+        F.when(whole == "", F.lit("0")).otherwise(whole),
+        F.lit("."),
+        F.when(fraction == "", F.lit("0")).otherwise(fraction),
+        F.lit("E"),
+        F.coalesce(exponent.cast("string"), F.lit("0")),
+    )
+    kind = f"decimal({precision},{scale})"
+    value = F.when(syntax & zero, F.lit(0).cast(kind)).when(syntax, plain.try_cast(kind))
     return _Result(
         F.when(~special, value),
         F.coalesce(problem, F.when(~special & value.isNull(), F.lit("is not a decimal number"))),
@@ -325,8 +358,8 @@ def _numeric_fast(column: ColumnSpec, json: _Json) -> tuple[Column, Column]:
     )
     whole_form = "0" if precision == scale else f"(?:0|[1-9][0-9]{{0,{precision - scale - 1}}})"
     fraction_form = f"(?:\\.[0-9]{{1,{scale}}})?" if scale else ""
-    common = json.get("string").rlike(f"^-?{whole_form}{fraction_form}$")
-    return common, json.get("string").cast(f"decimal({precision},{scale})")
+    common = json.get("string").rlike(f"^-?{whole_form}{fraction_form}\\z")
+    return common, json.get("string").try_cast(f"decimal({precision},{scale})")
 
 
 def _boolean(column: ColumnSpec, json: _Json) -> _Result:
@@ -343,8 +376,12 @@ def _untyped(column: ColumnSpec, json: _Json) -> _Result:
 
 def _bytea(column: ColumnSpec, json: _Json) -> _Result:
     text = json.get("string")
-    hex_digits = F.regexp_replace(F.substring(text, 3, 1 << 30), r"\s", "")
-    is_hex = text.startswith("\\x")
+    hex_text = F.substring(text, 3, 1 << 30)
+    hex_digits = F.regexp_replace(hex_text, r"\s", "")
+    # Pairs of digits, whitespace only between pairs: what is left once the pairs are taken
+    # out, from the left, is whitespace (no repeated group: Java's would recurse per pair).
+    unpaired = F.regexp_replace(hex_text, "[0-9a-fA-F]{2}", "")
+    is_hex = text.startswith("\\x") & hex_text.rlike(_HEX_CHARS) & ~unpaired.rlike("[0-9a-fA-F]")
     base64_form = is_base64(text)
     value = F.when(is_hex, F.try_to_binary(hex_digits, F.lit("hex"))).when(
         base64_form, F.try_to_binary(text, F.lit("base64"))
@@ -357,7 +394,9 @@ def _bytea(column: ColumnSpec, json: _Json) -> _Result:
 
 def _date(column: ColumnSpec, json: _Json) -> _Result:
     text = F.substring(json.get("string"), 1, 10)
-    from_text = F.when(text.rlike(_DATE_TEXT), F.try_to_date(text, "yyyy-MM-dd"))
+    # The calendar starts at year 1: year 0 is no date.
+    calendar = text.rlike(_DATE_TEXT) & ~text.startswith("0000")
+    from_text = F.when(calendar, F.try_to_date(text, "yyyy-MM-dd"))
     days = json.get("decimal(38,0)")
     in_range = days.between(MIN_DAYS, MAX_DAYS)
     from_days = F.date_add(F.lit("1970-01-01").cast("date"), days.try_cast("int"))
@@ -443,7 +482,7 @@ def _offset_micros(zone: Column) -> Column:
 
 
 def _timestamp(column: ColumnSpec, json: _Json) -> _Result:
-    text = F.trim(json.get("string"))
+    text = F.regexp_replace(json.get("string"), rf"^{_WHITESPACE}+|{_WHITESPACE}+\z", "")
     group = [json.stage(f"ts{i}", F.regexp_extract(text, _TIMESTAMP_TEXT, i)) for i in range(1, 7)]
     hours, minutes, seconds = (F.coalesce(_digits(g, "bigint"), F.lit(0)) for g in group[1:4])
     micros = F.coalesce(_digits(F.rpad(F.substring(group[4], 1, 6), 6, "0"), "int"), F.lit(0))
@@ -533,7 +572,7 @@ def _uuid(column: ColumnSpec, json: _Json) -> _Result:
     text = json.get("string")
     canonical = F.coalesce(
         text.rlike(
-            r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+            r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\z"
         ),
         F.lit(False),
     )

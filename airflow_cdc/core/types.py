@@ -29,6 +29,9 @@ from airflow_cdc.core.jsontext import JsonNumber
 _DECIMAL_CONTEXT = Context(prec=80)
 # Unconstrained ``numeric`` lands in the widest decimal Spark has, with room for fractions.
 DEFAULT_DECIMAL = (38, 18)
+# The least magnitude that rounds to infinity as a 32-bit float (the largest float, plus
+# half a unit in its last place: a tie rounds to the even infinity).
+FLOAT32_LIMIT = float(2**128 - 2**103)
 SPECIAL_FLOATS = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 # "±Infinity maps to sentinel values: 9223372036825200000 for +infinity and
 # -9223372036832400000 for -infinity" (timestamp and timestamptz).
@@ -154,13 +157,24 @@ def _float(column: ColumnSpec, value: Any) -> Decoded:
             raise DecodeError(column.name, f"{value!r} is not NaN, Infinity or -Infinity")
         return Decoded(SPECIAL_FLOATS[value])
     _expect(column, value, int, float)
-    return Decoded(float(value))
+    number = float(value)  # OverflowError past a double's range
+    # A number the column cannot hold is out of range (PostgreSQL's rule), not infinite; a
+    # real holds what rounds to a finite 32-bit float.
+    if not math.isfinite(number) or (column.pg_type == "real" and abs(number) >= FLOAT32_LIMIT):
+        raise DecodeError(column.name, f"{_shown(value)} is out of range for {column.pg_type}")
+    return Decoded(number)
 
 
 def _decimal_shape(column: ColumnSpec) -> tuple[int, int]:
     if column.precision is None:
         return DEFAULT_DECIMAL
     return column.precision, column.scale or 0
+
+
+# A decimal number as text: ASCII digits, an optional point and exponent, and no
+# underscores (``Decimal`` also reads other scripts' digits and ``1_000``: no source writes
+# them, and PostgreSQL refuses them).
+DECIMAL_TEXT = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
 
 def _numeric(column: ColumnSpec, value: Any) -> Decoded:
@@ -171,6 +185,8 @@ def _numeric(column: ColumnSpec, value: Any) -> Decoded:
     elif isinstance(value, float):  # the shortest text that reads back the same
         value = repr(value)
     _expect(column, value, str, int)
+    if isinstance(value, str) and not DECIMAL_TEXT.fullmatch(value.strip()):
+        raise DecodeError(column.name, f"{_shown(value)} is not a decimal number")
     try:
         number = Decimal(value)
     except InvalidOperation as err:
@@ -258,8 +274,10 @@ def _iso_timestamp(column: ColumnSpec, value: str) -> dt.datetime:
     """ISO 8601 text (YDB, CockroachDB, Debezium's ZonedTimestamp), ``Z`` for UTC."""
     text = value.strip().replace(" ", "T", 1)
     parsed = dt.datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith("Z") else text)
+    # An instant is kept in UTC: one that UTC puts outside years 1-9999 is out of range
+    # (``astimezone`` raises OverflowError).
     if column.pg_type == "timestamptz":
-        return parsed.replace(tzinfo=dt.UTC) if parsed.tzinfo is None else parsed
+        return parsed.replace(tzinfo=dt.UTC) if parsed.tzinfo is None else parsed.astimezone(dt.UTC)
     return parsed.astimezone(dt.UTC).replace(tzinfo=None) if parsed.tzinfo else parsed
 
 

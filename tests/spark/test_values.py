@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+import struct
 from decimal import Decimal
 from typing import Any
 
@@ -66,6 +67,12 @@ CASES: dict[ColumnSpec, list[str]] = {
         '"01:00:00\\n"',
     ],
     ColumnSpec("c", "real"): [
+        # Past a 32-bit float's range (it rounds to infinity) is out of range; just below, not.
+        "1e39",
+        "-1e39",
+        "3.4028235e38",
+        "3.4028235677973366e38",
+        f"{2**128}",
         "1.5",
         "0",
         "-3",
@@ -78,8 +85,37 @@ CASES: dict[ColumnSpec, list[str]] = {
         "null",
         "[]",
     ],
-    ColumnSpec("c", "double"): ["1.5", "1e10", "-2.25", '"NaN"', '"Infinity"', "false", '"x"'],
+    ColumnSpec("c", "double"): [
+        "1e309",
+        f"{10**309}",
+        "1.5",
+        "1e10",
+        "-2.25",
+        '"NaN"',
+        '"Infinity"',
+        "false",
+        '"x"',
+    ],
     ColumnSpec("c", "numeric", 12, 2): [
+        # Java's $ also matches before a final line terminator: these are no numbers.
+        '"0\\u2028"',
+        '"5\\n"',
+        '"0.5\\u0085"',
+        # Whitespace is Python's (str.strip); digits are ASCII, without underscores.
+        '"7\\u2003"',
+        '"\\u30007"',
+        '"1_0"',
+        '"\\u0661\\u0662"',
+        '"\\uff11"',
+        # Zero takes any exponent; an exponent moves the point across the digits.
+        '"0e10000"',
+        '"-0.000e99"',
+        '"0E+9999999999"',
+        '"1e10000"',
+        '"1e-10000"',
+        '"1e9999999999"',
+        '"0.0259E3"',
+        '"2999e-2"',
         '"29.99"',
         '"-29.99"',
         '"1.5"',
@@ -114,8 +150,29 @@ CASES: dict[ColumnSpec, list[str]] = {
         '"9999999999.999"',
         '"99999999999"',
     ],
-    ColumnSpec("c", "numeric", 5, 5): ['"0.12345"', '"-0.5"', '"1.5"', '"0.123456"', '"0"'],
-    ColumnSpec("c", "numeric", 3, 0): ['"999"', '"-999"', '"1000"', '"5.0"', '"5.5"', '"0"'],
+    ColumnSpec("c", "numeric", 5, 5): [
+        '"0.0259E1"',
+        '"0.0259E-1"',
+        '"259e-5"',
+        '"0.12345"',
+        '"-0.5"',
+        '"1.5"',
+        '"0.123456"',
+        '"0"',
+    ],
+    ColumnSpec("c", "numeric", 3, 0): [
+        '"10e-1"',
+        '"120e-1"',
+        '"-20.e-1"',
+        '"0e5"',
+        '"1e3"',
+        '"999"',
+        '"-999"',
+        '"1000"',
+        '"5.0"',
+        '"5.5"',
+        '"0"',
+    ],
     ColumnSpec("c", "numeric"): [
         '"123456789012345678.123456789012345678"',
         '"1e-18"',
@@ -126,6 +183,12 @@ CASES: dict[ColumnSpec, list[str]] = {
     ColumnSpec("c", "boolean"): ["true", "false", '"true"', "1", "null"],
     ColumnSpec("c", "text"): ['"x"', '""', '"zürich 東京 🚀"', "5", "true", "{}"],
     ColumnSpec("c", "bytea"): [
+        # Hex digits come in pairs, whitespace only between pairs; Base64 ends with the text.
+        '"\\\\x0"',
+        '"\\\\x686"',
+        '"\\\\x6 8"',
+        '"\\\\x68 65\\t"',
+        '"aGVsbG8=\\n"',
         '"aGVsbG8="',
         '"aGVsbG8"',
         '"\\\\x68656c6c6f"',
@@ -135,6 +198,9 @@ CASES: dict[ColumnSpec, list[str]] = {
         "5",
     ],
     ColumnSpec("c", "date"): [
+        '"0000-01-01"',
+        '"0001-01-01"',
+        '"2024-01-15\\n"',
         "0",
         "19737",
         "-1",
@@ -151,6 +217,9 @@ CASES: dict[ColumnSpec, list[str]] = {
         "true",
     ],
     ColumnSpec("c", "time"): [
+        '"12:00:00\\n"',
+        '"23:30:30.7962088735"',
+        '"12:00:00\\u2029"',
         "0",
         "86400000000",
         "86400000001",
@@ -180,6 +249,11 @@ CASES: dict[ColumnSpec, list[str]] = {
         '"24:00:00"',
     ],
     ColumnSpec("c", "timestamp"): [
+        '"\\t2024-01-15T10:30:00Z"',
+        '"2024-01-15T10:30:00Z\\u3000"',
+        '"2024-01-15T10:30:00.1234567890Z"',
+        '"2024-01-15T10:30:00Z\\n"',
+        '"0001-01-01T00:00:00+01:00"',
         "0",
         "1705318200000000",
         "-1",
@@ -211,6 +285,9 @@ CASES: dict[ColumnSpec, list[str]] = {
         "true",
     ],
     ColumnSpec("c", "timestamptz"): [
+        # UTC puts these instants outside the years 1-9999.
+        '"0001-01-01T00:00:00+01:00"',
+        '"9999-12-31T23:59:59.999999-01:00"',
         "1705318200000000",
         "9223372036825200000",
         '"2024-01-15T10:30:00+02:00"',
@@ -239,6 +316,8 @@ CASES: dict[ColumnSpec, list[str]] = {
         '[1, {"x": null}]',
     ],
     ColumnSpec("c", "uuid"): [
+        '"0f8fad5b-d9cb-469f-a165-70867728950e\\n"',
+        '"0f8fad5b-d9cb-469f-a165-70867728950e\\u2028"',
         '"0f8fad5b-d9cb-469f-a165-70867728950e"',
         '"0F8FAD5B-D9CB-469F-A165-70867728950E"',
         '"0f8fad5bd9cb469fa16570867728950e"',
@@ -273,7 +352,7 @@ def normalized(column: ColumnSpec, value: Any) -> Any:
     if isinstance(value, float) and math.isnan(value):
         return "NaN"
     if column.pg_type == "real" and isinstance(value, float):
-        return round(value, 5)
+        return struct.unpack("<f", struct.pack("<f", value))[0]  # as a 32-bit column holds it
     if isinstance(value, bytearray):
         return bytes(value)
     if isinstance(value, dt.datetime) and column.pg_type == "timestamptz":
