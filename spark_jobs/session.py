@@ -34,7 +34,7 @@ def get_session(
     """
     active = SparkSession.getActiveSession()
     if active is not None:
-        return active
+        return with_json_rules(active)
     # Python workers run the interpreter that has this project's dependencies.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     submitted = submitted_conf()
@@ -47,7 +47,20 @@ def get_session(
             builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
-    return session
+    return with_json_rules(session)
+
+
+# How the jobs read JSON is part of what they compute, so no submitted conf changes it: an
+# object's duplicate key takes its last value, as Python's ``json.loads`` reads it (the core
+# parsers and the landing rules), and PostgreSQL's ``json`` type keeps such text (Spark's
+# default refuses the whole document).
+JSON_RULES = {"spark.sql.variant.allowDuplicateKeys": "true"}
+
+
+def with_json_rules(spark: SparkSession) -> SparkSession:
+    for key, value in JSON_RULES.items():
+        spark.conf.set(key, value)
+    return spark
 
 
 def submitted_conf() -> frozenset[str]:

@@ -17,7 +17,12 @@ Where the two differ (``tests/spark/test_values.py`` lists each case): Spark's V
 a number by value, so ``1.0`` is the integer 1 and a JSON decimal keeps all its digits where
 the core first rounds it to a Python float; text forms follow the vendors' documented forms
 (ISO 8601 dates, times and timestamps) rather than every form Python's parsers accept; JSON
-objects stored as text are Spark's compact JSON (non-ASCII characters kept as they are).
+objects stored as text are Spark's compact JSON (non-ASCII characters kept as they are); an
+integer of more than 38 digits is a DOUBLE in a VARIANT, and a number past a double's range an
+infinite one (a date of such an integer is refused; a JSON value kept as text holds the
+double, ``1.0E38`` or ``"Infinity"``, where the core keeps the digits); a number of more than
+1,000 characters is past what Spark's JSON reader takes (JSON text holding one is refused).
+``tests/spark/test_values_fuzz.py`` holds the two to exactly these differences.
 """
 
 from __future__ import annotations

@@ -93,6 +93,8 @@ LINES = [
     dump_line(Data=DATA, PartitionKey=None, ApproximateArrivalTimestamp=None),
     dump_line(Data=""),
     dump_line(Data=DATA, PartitionKey=7),
+    # A duplicate key takes its last value.
+    b'{"Data": "not base64!", "PartitionKey": "a", "Data": "' + DATA.encode() + b'"}',
     # Bad lines: landed as their text, with the reason.
     dump_line(Data="not base64!"),
     dump_line(Data=DATA[:-1]),

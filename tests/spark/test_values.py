@@ -299,6 +299,12 @@ CASES: dict[ColumnSpec, list[str]] = {
         '"{\\"a\\": 1}"',
         '"[1, 2]"',
         '"not json"',
+        # No NaN or Infinity, no lone surrogate; a duplicate key is JSON text (PostgreSQL's
+        # json keeps it).
+        '"NaN"',
+        '"[Infinity]"',
+        '"[\\"\\\\ud800\\"]"',
+        '"{\\"a\\": 1, \\"a\\": [2]}"',
         '"{\\"a\\": 1} trailing"',  # a document, then more: not JSON text
         '"{\\"a\\": 1}] {}"',
         '"null"',
