@@ -104,6 +104,9 @@ def cache_dir() -> Path:
     return Path(configured) if configured else Path.home() / ".cache" / "airflow-cdc"
 
 
+JAVA_OPTIONS = "-XX:+UseParallelGC -Xss8m"
+
+
 def delta_spark_conf(jars: Sequence[str] | None = None) -> dict[str, str]:
     """Spark conf that enables Delta Lake.
 
@@ -136,8 +139,11 @@ def delta_spark_conf(jars: Sequence[str] | None = None) -> dict[str, str]:
         "spark.driver.memory": "4g",
         # Batch jobs want throughput: the parallel collector ran small applies 10-20% faster
         # than the default G1 on two cores (G1's concurrent work competes with the tasks).
-        "spark.driver.extraJavaOptions": "-XX:+UseParallelGC",
-        "spark.executor.extraJavaOptions": "-XX:+UseParallelGC",
+        # Spark reads a VARIANT recursively (to_json, schema_of_variant): a value nested as
+        # deep as its JSON reader takes (999 levels) overflowed a task thread's default
+        # stack, a fatal error that ends the executor, and so every retry of the batch.
+        "spark.driver.extraJavaOptions": JAVA_OPTIONS,
+        "spark.executor.extraJavaOptions": JAVA_OPTIONS,
         # PySpark records the Python call site of every column expression it builds (three
         # JVM calls and a stack walk each): several seconds per job for plans of hundreds of
         # expressions. Errors still name the failing expression.

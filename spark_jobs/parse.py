@@ -185,7 +185,7 @@ class _Fields:
 
     def integer(self, name: str) -> Column:
         """Decimal digits of a JSON integer or of a string of digits (the core's ``integer``)."""
-        digits = self.is_string(name) & self.text(name).rlike(r"^-?[0-9]+$")
+        digits = self.is_string(name) & self.text(name).rlike(r"^-?[0-9]+\z")
         return F.when(self.is_integer(name) | digits, self.text(name))
 
     def described(self, name: str) -> Column:
@@ -254,6 +254,12 @@ _IMAGES = ("before", "after")
 _DSQL_OBJECTS = ("before", "after", "source", "chunked", "before_ref", "after_ref")
 
 
+def _magnitude(digits: Column) -> Column:
+    """An integer's digits without its sign and leading zeros ("" for zero): a negative
+    ``ts_ns`` other than zero is refused before its sequence is read."""
+    return F.ltrim(F.regexp_replace(digits, "^-", ""), F.lit("0"))
+
+
 def _kind(value: Column, as_map: Column | None = None) -> Column:
     """:func:`json_type`, except that any object is just ``OBJECT``: spelling out an object's
     whole schema costs more than the rest of a record's parse, and no rule reads it.
@@ -270,7 +276,8 @@ def _dsql_error(f: _Fields, most: int) -> Column:
     int64_max = F.lit(str(2**63 - 1)).cast("decimal(38,0)")
 
     def number(name: str) -> Column:
-        return f.integer(name).cast("decimal(38,0)")
+        # Null past 38 digits (a plain cast would fail the whole batch).
+        return f.integer(name).try_cast("decimal(38,0)")
 
     def ref_error(image: str) -> Column:
         ref = f"{image}_ref"
@@ -310,7 +317,7 @@ def _dsql_error(f: _Fields, most: int) -> Column:
                 _error("missing_field", f"chunked.{image}.crc32c must be an integer"),
             )
             .when(
-                ~number(crc).between(-int64_max - 1, int64_max),
+                ~F.coalesce(number(crc).between(-int64_max - 1, int64_max), F.lit(False)),
                 _error("invalid_chunked", F.concat(F.lit(f"chunked.{image}.crc32c="), f.text(crc))),
             )
             .when(
@@ -336,11 +343,11 @@ def _dsql_error(f: _Fields, most: int) -> Column:
         F.when(~f.is_object("source"), _error("missing_field", "source must be dict")),
         F.when(ts.isNull(), _error("missing_field", "source.ts_ns must be an integer")),
         F.when(
-            ts.startswith("-") & (number("ts_ns") != 0),
+            ts.startswith("-") & ~ts.rlike(r"^-0+\z"),
             _error("missing_field", "source.ts_ns is negative"),
         ),
         F.when(
-            F.length(F.ltrim(ts, F.lit("0"))) > SEQUENCE_DIGITS,
+            F.length(_magnitude(ts)) > SEQUENCE_DIGITS,
             _error(
                 "invalid_sequence",
                 F.concat(F.lit("source.ts_ns has more than 20 digits: "), F.substring(ts, 1, 40)),
@@ -403,6 +410,10 @@ def _dsql_error(f: _Fields, most: int) -> Column:
     return (
         F.when(F.col("envelope_error").isNotNull(), _error("bad_envelope", F.col("envelope_error")))
         .when(
+            ~F.coalesce(F.is_valid_utf8("payload"), F.lit(True)),
+            _error("invalid_utf8", "the record is not UTF-8 text"),
+        )
+        .when(
             ~F.coalesce(F.col("_doc_t").startswith("OBJECT"), F.lit(False)),
             _error("malformed_json", "expected a JSON object"),
         )
@@ -432,7 +443,7 @@ def parse_dsql(records: DataFrame, fragments: int) -> DataFrame:
     change = ~is_error & rtype.isin("full", "chunked")
     fragment = ~is_error & (rtype == "fragment")
     chunked = change & (rtype == "chunked")
-    ts = F.ltrim(f.integer("ts_ns"), F.lit("0"))
+    ts = _magnitude(f.integer("ts_ns"))
 
     def image(name: str) -> Column:
         return F.when(change & f.is_object(name), F.col(name))
@@ -441,7 +452,7 @@ def parse_dsql(records: DataFrame, fragments: int) -> DataFrame:
         value = (
             f.text(f"{image}_{field}")
             if kind == "string"
-            else f.integer(f"{image}_{field}").cast(kind)
+            else f.integer(f"{image}_{field}").try_cast(kind)
         )
         return F.when(chunked & ~f.is_null(f"{image}_ref"), value)
 
@@ -458,7 +469,7 @@ def parse_dsql(records: DataFrame, fragments: int) -> DataFrame:
         F.col("_error.reason").alias("reason"),
         F.when(is_error, F.concat_ws(": ", "_error.reason", "_error.detail")).alias("detail"),
         F.when(fragment, f.text("chunk_id")).alias("chunk_id"),
-        F.when(fragment, f.integer("index").cast("bigint")).alias("frag_index"),
+        F.when(fragment, f.integer("index").try_cast("bigint")).alias("frag_index"),
         F.when(fragment, f.text("data")).alias("frag_data"),
         F.when(change, f.text("schema")).alias("schema"),
         F.when(change, f.text("table")).alias("table"),
@@ -469,7 +480,7 @@ def parse_dsql(records: DataFrame, fragments: int) -> DataFrame:
         F.when(
             change,
             F.timestamp_micros(
-                F.floor(f.integer("ts_ns").cast("decimal(38,0)") / 1000).cast("bigint")
+                F.floor(f.integer("ts_ns").try_cast("decimal(38,0)") / 1000).try_cast("bigint")
             ),
         ).alias("commit_ts"),
         image("before").alias("before"),

@@ -17,7 +17,9 @@ REPO = Path(__file__).resolve().parent.parent
 # in a run of a few hundred records. That tier off, the JVM reserves only 48 MB for compiled
 # code, which an apply's two table threads outgrow ("Out of space in CodeCache for method
 # handle intrinsic" kills the driver): the default 240 MB again.
-QUICK_DRIVER_JVM = "-XX:+UseParallelGC -XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
+QUICK_DRIVER_JVM = (
+    "-XX:+UseParallelGC -Xss8m -XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
+)
 os.environ.setdefault("AIRFLOW_CDC_CACHE", str(REPO / ".cache"))
 # Airflow reads its home at import: point it at a throwaway SQLite database for this run.
 os.environ["AIRFLOW_HOME"] = tempfile.mkdtemp(prefix="airflow-cdc-tests-")

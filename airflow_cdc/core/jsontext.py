@@ -103,3 +103,21 @@ def _holds_number(value: Any) -> bool:
         elif isinstance(item, (JsonNumber, dict, list)):
             return True  # a number, or a subclass of a container: the general path
     return False
+
+
+def has_lone_surrogate(value: Any) -> bool:
+    """Whether a string of a parsed JSON value (a key too) holds half a UTF-16 pair, as the
+    escape ``"\\ud800"`` gives: no Unicode text, which PostgreSQL's ``json`` and Spark's
+    reader refuse."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if any("\ud800" <= c <= "\udfff" for c in item):
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False

@@ -318,7 +318,7 @@ def _json(column: ColumnSpec, value: Any) -> Decoded:
         parsed = json.loads(value, parse_constant=_not_json)
     except ValueError as err:
         raise DecodeError(column.name, f"{value[:40]!r} is not JSON text: {err}") from err
-    if _has_lone_surrogate(parsed):
+    if jsontext.has_lone_surrogate(parsed):
         raise DecodeError(column.name, f"{value[:40]!r} is not JSON text: a lone surrogate")
     return Decoded(value)
 
@@ -326,23 +326,6 @@ def _json(column: ColumnSpec, value: Any) -> Decoded:
 def _not_json(name: str) -> Any:
     """JSON text has no NaN or Infinity (Python's reader takes them; PostgreSQL's does not)."""
     raise ValueError(f"{name} is not JSON")
-
-
-def _has_lone_surrogate(value: Any) -> bool:
-    """Whether a string of ``value`` (a key too) escapes half a UTF-16 pair, as ``"\\ud800"``
-    does: no Unicode text (PostgreSQL's ``json`` and Spark's reader refuse it)."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            if any("\ud800" <= c <= "\udfff" for c in item):
-                return True
-        elif isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-    return False
 
 
 def _json_value(column: ColumnSpec, value: Any) -> Decoded:

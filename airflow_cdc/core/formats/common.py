@@ -68,22 +68,34 @@ def bounded(record_limits: RecordLimits) -> Iterator[None]:
         _LIMITS.reset(token)
 
 
-def load_json(text: str | None) -> Any:
+def load_json(text: str | None, strict: bool = False) -> Any:
     """Parse a message's JSON text; ``malformed_json`` when it is not JSON, ``invalid_record``
-    when a number literal is longer than the limits allow."""
+    when a number literal is longer than the limits allow. With ``strict``, only RFC 8259
+    JSON text: no ``NaN`` or ``Infinity`` literal and no lone UTF-16 surrogate escape
+    (``"\\ud800"``), which Python's reader takes and a JVM parser refuses."""
     if text is None:
         raise RecordFormatError("malformed_json", "the message has no value")
     most = limits().number_length
+    hooks: dict[str, Any] = {"parse_constant": _no_constant} if strict else {}
     try:
         if len(text) <= most or _long_run(most).search(text) is None:
-            return jsontext.loads(text)  # no literal can be too long: no hook to pay for
-        return jsontext.loads(
-            text,
-            parse_int=lambda s: int(_length(s, most)),
-            parse_float=lambda s: JsonNumber(_length(s, most)),
-        )
+            doc = jsontext.loads(text, **hooks)  # no literal can be too long: no length hook
+        else:
+            doc = jsontext.loads(
+                text,
+                parse_int=lambda s: int(_length(s, most)),
+                parse_float=lambda s: JsonNumber(_length(s, most)),
+                **hooks,
+            )
     except (json.JSONDecodeError, RecursionError) as err:
         raise RecordFormatError("malformed_json", str(err)) from err
+    if strict and "\\u" in text and jsontext.has_lone_surrogate(doc):
+        raise RecordFormatError("malformed_json", "a string holds a lone UTF-16 surrogate")
+    return doc
+
+
+def _no_constant(name: str) -> Any:
+    raise RecordFormatError("malformed_json", f"{name} is not JSON")
 
 
 @functools.lru_cache(maxsize=8)
@@ -101,8 +113,9 @@ def _length(literal: str, most: int) -> str:
     return literal
 
 
-def load_object(text: str | None) -> dict[str, Any]:
-    doc = load_json(text)
+def load_object(text: str | None, strict: bool = False) -> dict[str, Any]:
+    """A message's JSON object (``strict``: see :func:`load_json`)."""
+    doc = load_json(text, strict)
     if not isinstance(doc, dict):
         raise RecordFormatError("malformed_json", f"expected a JSON object, got {kind(doc)}")
     return doc
@@ -123,7 +136,7 @@ def integer(value: Any, name: str) -> int:
     """An integer given as a JSON number or as a decimal string."""
     if isinstance(value, int) and not isinstance(value, bool):
         return value
-    if isinstance(value, str) and value.lstrip("-").isdigit() and value.isascii():
+    if isinstance(value, str) and value.removeprefix("-").isdigit() and value.isascii():
         return int(value)
     raise RecordFormatError("missing_field", f"{name} must be an integer, got {value!r}")
 

@@ -40,7 +40,7 @@ def parse_record(text: str) -> ChangeRecord | Fragment:
 
     :raises RecordFormatError: with a stable ``reason`` for the quarantine table.
     """
-    doc = load_object(text)
+    doc = load_object(text, strict=True)
     record_type = doc.get("type")
     if record_type == "fragment":
         return _parse_fragment(doc)
