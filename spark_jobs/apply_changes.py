@@ -74,7 +74,7 @@ log = logging.getLogger("airflow_cdc.jobs")
 JOB_NAME = "apply_changes"
 # Formats whose every change names its schema: an empty schema names no declared table.
 NAMES_SCHEMAS = ("dsql",)
-JOB_VERSION = "2.7.4"
+JOB_VERSION = "2.7.5"
 
 
 @dataclass(frozen=True)
@@ -247,7 +247,7 @@ def apply_tables(
             ctx.spark, path, declared, types, limits.added_columns, limits.column_mapping
         )
         decoding = resolve.embed_json(spec) if fmt in EMBEDDED_JSON else spec
-        decoded = resolve.decode_changes(mine, decoding, types, limits.columns).localCheckpoint()
+        decoded = resolve.decode_changes(mine, decoding, types, limits.columns)
         decoded, added = resolve.admit_extras(
             decoded, declared, spec, limits.added_columns, limits.column_mapping
         )

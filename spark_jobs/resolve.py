@@ -157,10 +157,31 @@ def decode_changes(
 ) -> DataFrame:
     """Changes (parsed shape plus ``members``) -> typed rows of ``spec`` with ``_cdc_*``
     metadata, or ``_err_reason`` / ``_err_detail`` where the change cannot be applied (an
-    image of more than ``max_columns`` columns is quarantined whole).
+    image of more than ``max_columns`` columns is quarantined whole). The result is
+    materialized (checkpoints): read it as often as needed.
 
-    Runs one aggregation over ``changes`` (which should be materialized) to choose the
-    columns that need the full rules; the result does not depend on that choice."""
+    Most values are in their common form, which a few cheap expressions decode. The full
+    rules (regular expressions, many branches: costly to compile and to run) are built only
+    for the changes that hold another value, and there only for the columns that do: one
+    pass decodes every change by the common forms and marks those changes, a second decodes
+    them again (few; none in most batches). The result does not depend on that choice."""
+    first = _decode(changes, spec, types, max_columns, full=False).localCheckpoint()
+    rare = F.col("_cdc_rare")
+    common_rows = first.where(rare.isNull()).drop("_cdc_rare")
+    again = first.where(rare.isNotNull()).select("_cdc_rare.*")
+    if again.isEmpty():
+        return common_rows
+    second = _decode(again, spec, types, max_columns, full=True)
+    return common_rows.unionByName(second.localCheckpoint())
+
+
+def _decode(
+    changes: DataFrame, spec: TableSpec, types: list[str], max_columns: int, full: bool
+) -> DataFrame:
+    """:func:`decode_changes` by the common forms alone, with ``_cdc_rare``: the change
+    itself (its columns as a struct) where one of its values is in no common form, and its
+    row is wrong. With ``full``, by the full rules for each column where some change needs
+    them (the common forms elsewhere), which one aggregation over ``changes`` finds."""
     keys = list(spec.primary_key)
     is_delete = F.col("op") == "d"
     image = F.when(is_delete, F.col("before")).otherwise(F.col("after"))
@@ -187,12 +208,14 @@ def decode_changes(
     # Each column's JSON value once, as a column: the decoders refer to it many times.
     slots = {c.name: f"_v{i}" for i, c in enumerate(spec.columns)}
     frame = frame.select("*", *[raw(c.name).alias(slots[c.name]) for c in spec.columns])
-    # Most values are in their common form, which a few cheap expressions decode. The full
-    # rules (regular expressions, many branches: costly to compile and to run) are built
-    # only for the columns where the batch holds other values: one pass over the batch's
-    # common forms finds those columns.
     columns = list(spec.columns)
     frame, fast_parts, common = decode_fast(frame, columns, slots)
+    if not full:
+        every = F.lit(True)
+        for column in columns:
+            every = every & common[column.name]
+        rare = F.when(~every, F.struct(*_columns(changes.columns))).alias("_cdc_rare")
+        return _finish(frame, spec, types, fast_parts, slots, max_columns, rare)
     seen = frame.agg(*(F.bool_and(common[c.name]) for c in columns)).first()
     uncommon = [c for i, c in enumerate(columns) if seen is not None and seen[i] is False]
     frame, slow_parts = decode_columns(frame, uncommon, slots)
@@ -206,8 +229,10 @@ def _finish(
     decoded: dict[str, DecodedColumn],
     slots: dict[str, str],
     max_columns: int,
+    *extra: Column,
 ) -> DataFrame:
-    """Decoded changes -> typed rows with ``_cdc_*`` metadata and the quarantine reason."""
+    """Decoded changes -> typed rows with ``_cdc_*`` metadata and the quarantine reason
+    (and the ``extra`` columns)."""
     keys = list(spec.primary_key)
     declared = [c.name for c in spec.columns]
     img, key, key_list = F.col("_image"), F.col("key"), F.col("_key_list")
@@ -305,6 +330,7 @@ def _finish(
         ),
         error["reason"].alias("_err_reason"),
         F.concat_ws(": ", error["reason"], error["detail"]).alias("_err_detail"),
+        *extra,
     )
 
 
