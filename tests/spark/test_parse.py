@@ -164,17 +164,23 @@ def jvm_view(row: Any) -> dict[str, Any]:
     return view
 
 
-def parse_in_spark(
-    spark: Any, texts: list[str], limits: RecordLimits | None = None
-) -> list[dict[str, Any]]:
-    rows = [
-        (f"r{n:06d}", "shard-0", "b", None, bytearray(t.encode("utf-8")), None, None, "", "s")
-        for n, t in enumerate(texts)
-    ]
-    parsed = parse_records(spark.createDataFrame(rows, RAW), "dsql", limits)
+def parsed_frame(
+    spark: Any,
+    payloads: list[bytes],
+    limits: RecordLimits | None = None,
+    slices: int | None = None,
+) -> Any:
+    """The JVM parse of ``payloads`` (landed records' bytes, in ``slices`` partitions), with
+    the images as JSON text and the commit time in µs."""
     from pyspark.sql import functions as F
 
-    collected = (
+    rows = [
+        (f"r{n:06d}", "shard-0", "b", None, bytearray(p), None, None, "", "s")
+        for n, p in enumerate(payloads)
+    ]
+    data = rows if slices is None else spark.sparkContext.parallelize(rows, slices)
+    parsed = parse_records(spark.createDataFrame(data, RAW), "dsql", limits)
+    return (
         parsed.select(
             "*",
             F.to_json("before").alias("before_text"),
@@ -184,9 +190,14 @@ def parse_in_spark(
         .drop("before", "after")
         .withColumnRenamed("before_text", "before")
         .withColumnRenamed("after_text", "after")
-        .orderBy("record_id")
-        .collect()
     )
+
+
+def parse_in_spark(
+    spark: Any, texts: list[str], limits: RecordLimits | None = None
+) -> list[dict[str, Any]]:
+    payloads = [t.encode("utf-8") for t in texts]
+    collected = parsed_frame(spark, payloads, limits).orderBy("record_id").collect()
     return [jvm_view(r) for r in collected]
 
 

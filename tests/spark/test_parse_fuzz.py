@@ -55,9 +55,8 @@ import pytest
 from airflow_cdc.core.formats.common import MAX_FRAGMENTS
 from airflow_cdc.core.jsontext import JsonNumber
 from cdc_demo.dsql_stream import generate
-from spark_jobs.parse import parse_records
 from tests.core.test_dsql_format import CHUNKED, DELETE_RECORD, INSERT
-from tests.spark.test_parse import RAW, core_view, jvm_view
+from tests.spark.test_parse import core_view, jvm_view, parsed_frame
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -810,29 +809,6 @@ def core_of(payload: bytes) -> dict[str, Any]:
     return view
 
 
-def _parsed(spark: Any, payloads: list[bytes], slices: int | None = None) -> Any:
-    """The JVM parse of ``payloads`` (in ``slices`` partitions), images as JSON text."""
-    from pyspark.sql import functions as F
-
-    rows = [
-        (f"r{n:06d}", "shard-0", "b", None, bytearray(p), None, None, "", "s")
-        for n, p in enumerate(payloads)
-    ]
-    data = rows if slices is None else spark.sparkContext.parallelize(rows, slices)
-    parsed = parse_records(spark.createDataFrame(data, RAW), "dsql")
-    return (
-        parsed.select(
-            "*",
-            F.to_json("before").alias("before_text"),
-            F.to_json("after").alias("after_text"),
-            F.unix_micros("commit_ts").alias("commit_us"),
-        )
-        .drop("before", "after")
-        .withColumnRenamed("before_text", "before")
-        .withColumnRenamed("after_text", "after")
-    )
-
-
 def _view(row: Any) -> dict[str, Any]:
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(limit, 10_000))  # images nest as deep as the JVM takes them
@@ -872,7 +848,7 @@ def one_by_one(spark: Any, payloads: list[bytes]) -> list[dict[str, Any]]:
     from pyspark.errors.exceptions.captured import CapturedException
     from pyspark.sql import functions as F
 
-    parsed = _parsed(spark, payloads, slices=len(payloads))
+    parsed = parsed_frame(spark, payloads, slices=len(payloads))
     rows = parsed.select(F.to_json(F.struct(*VIEW_COLUMNS)))._jdf.toJavaRDD()
     gateway = spark.sparkContext._gateway
     views = []
@@ -950,7 +926,8 @@ def jvm_of(spark: Any, payloads: list[bytes]) -> list[dict[str, Any]]:
     error: Exception | None = None
     for _ in range(ISOLATION_ROUNDS):
         try:
-            rows = _parsed(spark, [payloads[n] for n in remaining]).orderBy("record_id").collect()
+            chosen = [payloads[n] for n in remaining]
+            rows = parsed_frame(spark, chosen).orderBy("record_id").collect()
         except CapturedException as err:  # a crash of the JVM parse is a finding
             error = err
             suspected = suspects(err, payloads, remaining)

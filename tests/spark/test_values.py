@@ -370,15 +370,19 @@ def normalized(column: ColumnSpec, value: Any) -> Any:
     return value
 
 
-def case_frame(spark: Any) -> tuple[Any, list[ColumnSpec]]:
-    """Every case as a VARIANT: column ``v<i>`` holds the cases of the i-th column family (as
-    column ``c<i>``), one case per row (``row``); null past a family's last case."""
+def case_frame(
+    spark: Any, cases: dict[ColumnSpec, list[str]] | None = None
+) -> tuple[Any, list[ColumnSpec]]:
+    """Every case (of ``cases``, :data:`CASES` by default) as a VARIANT: column ``v<i>`` holds
+    the cases of the i-th column family (as column ``c<i>``), one case per row (``row``); null
+    past a family's last case."""
     from pyspark.sql import functions as F
 
-    columns = list(CASES)
-    width = max(len(v) for v in CASES.values())
+    cases = CASES if cases is None else cases
+    columns = list(cases)
+    width = max(len(v) for v in cases.values())
     rows = [
-        (row, *(CASES[c][row] if row < len(CASES[c]) else None for c in columns))
+        (row, *(cases[c][row] if row < len(cases[c]) else None for c in columns))
         for row in range(width)
     ]
     schema = "row INT, " + ", ".join(f"t{i} STRING" for i in range(len(columns)))

@@ -50,7 +50,7 @@ from airflow_cdc.core.types import (
     family_of,
 )
 from spark_jobs.values import decode_columns, decode_fast
-from tests.spark.test_values import CASES, core, normalized
+from tests.spark.test_values import CASES, case_frame, core, normalized
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -1148,25 +1148,6 @@ FUZZ = fuzz_cases(CASES)
 _EPOCH = dt.datetime(1970, 1, 1)
 
 
-def _frame(spark: Any, cases: dict[ColumnSpec, list[str]]) -> tuple[Any, list[ColumnSpec]]:
-    """``test_values.case_frame`` for ``cases``: column ``v<i>`` holds the i-th family's texts
-    as VARIANT (``try_parse_json``), one per row (``row``), null past its last one."""
-    from pyspark.sql import functions as F
-
-    columns = list(cases)
-    width = max(len(texts) for texts in cases.values())
-    rows = [
-        (row, *(cases[c][row] if row < len(cases[c]) else None for c in columns))
-        for row in range(width)
-    ]
-    schema = "row INT, " + ", ".join(f"t{i} STRING" for i in range(len(columns)))
-    frame = spark.createDataFrame(rows, schema).select(
-        "row", *(F.try_parse_json(f"t{i}").alias(f"v{i}") for i in range(len(columns)))
-    )
-    specs = [ColumnSpec(f"c{i}", c.pg_type, c.precision, c.scale) for i, c in enumerate(columns)]
-    return frame, specs
-
-
 def _collected(column: ColumnSpec, value: Any) -> Any:
     """The value in a form PySpark always collects: a date as days and a timestamp as µs
     since the epoch (PySpark's own conversion fails outside years 1-9999, and for a
@@ -1199,7 +1180,7 @@ def decoded(spark: Any, cases: dict[ColumnSpec, list[str]], fast: bool) -> dict[
     (family, row) whether Spark parsed the text, and the decoded parts."""
     from pyspark.sql import functions as F
 
-    frame, specs = _frame(spark, cases)
+    frame, specs = case_frame(spark, cases)
     slots = {spec.name: f"v{i}" for i, spec in enumerate(specs)}
     if fast:
         staged, parts, common = decode_fast(frame, specs, slots)
