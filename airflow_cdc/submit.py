@@ -15,6 +15,8 @@ from airflow_cdc.jobs import delta_spark_conf, installed_job_version, job_file
 
 # Comma-separated conf values that a user's spark_conf extends rather than replaces.
 LISTS = ("spark.jars", "spark.jars.packages", "spark.sql.extensions")
+# JVM options that a user's spark_conf adds to rather than replaces.
+JVM_OPTIONS = ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions")
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,11 @@ def job_spec(
             # The user's (hadoop-aws's jars, Sedona's extension) beside Delta's, not instead.
             given = [*conf[key].split(","), *extra[key].split(",")]
             extra[key] = ",".join(dict.fromkeys(v.strip() for v in given if v.strip()))
+    for key in JVM_OPTIONS:
+        if conf.get(key) and extra.get(key):
+            # The user's options after the jobs' (the later of two settings wins): a log4j
+            # file or an OOM hook must not drop the stack the jobs need (-Xss8m).
+            extra[key] = f"{conf[key]} {extra[key]}"
     conf.update(extra)
     args = [
         "--warehouse",

@@ -177,6 +177,11 @@ def _decimal_shape(column: ColumnSpec) -> tuple[int, int]:
 DECIMAL_TEXT = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
 
+def _is_zero(text: Any) -> bool:
+    """Whether a decimal number's text has no digit but zeros before its exponent."""
+    return isinstance(text, str) and not text.strip().lower().split("e")[0].strip("+-.0")
+
+
 def _numeric(column: ColumnSpec, value: Any) -> Decoded:
     if isinstance(value, str) and value in SPECIAL_FLOATS:
         return Decoded(None, value)
@@ -188,7 +193,8 @@ def _numeric(column: ColumnSpec, value: Any) -> Decoded:
     if isinstance(value, str) and not DECIMAL_TEXT.fullmatch(value.strip()):
         raise DecodeError(column.name, f"{_shown(value)} is not a decimal number")
     try:
-        number = Decimal(value)
+        # Zero is zero whatever its exponent (Decimal refuses one of 19 digits or more).
+        number = Decimal(0) if _is_zero(value) else Decimal(value)
     except InvalidOperation as err:
         raise DecodeError(column.name, f"{value!r} is not a decimal number") from err
     if not number.is_finite():
@@ -315,11 +321,9 @@ def _json(column: ColumnSpec, value: Any) -> Decoded:
         return Decoded(json.dumps(value, separators=(",", ":"), sort_keys=True))
     _expect(column, value, str)
     try:
-        parsed = json.loads(value, parse_constant=_not_json)
+        json.loads(value, parse_constant=_not_json)
     except ValueError as err:
         raise DecodeError(column.name, f"{value[:40]!r} is not JSON text: {err}") from err
-    if jsontext.has_lone_surrogate(parsed):
-        raise DecodeError(column.name, f"{value[:40]!r} is not JSON text: a lone surrogate")
     return Decoded(value)
 
 

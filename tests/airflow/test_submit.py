@@ -128,6 +128,24 @@ def test_a_users_spark_jars_go_beside_deltas(monkeypatch) -> None:
     )
 
 
+def test_a_users_jvm_options_follow_the_jobs(monkeypatch) -> None:
+    log4j = "-Dlog4j2.configurationFile=/etc/log4j2.xml"
+    spec = job_spec(
+        "maintain",
+        warehouse="/wh",
+        batch_id="b",
+        run_id="r",
+        stats_file="s",
+        library="l",
+        jars=["/cache/delta.jar"],
+        spark_conf={"spark.executor.extraJavaOptions": log4j},
+    )
+    # The jobs need their thread stack (a fatal error without it); the user's options come
+    # after, so an -Xss of theirs wins.
+    assert spec.conf["spark.executor.extraJavaOptions"] == f"-XX:+UseParallelGC -Xss8m {log4j}"
+    assert spec.conf["spark.driver.extraJavaOptions"] == "-XX:+UseParallelGC -Xss8m"
+
+
 def test_a_machine_that_cannot_resolve_the_jars_leaves_it_to_spark_submit(
     tmp_path, monkeypatch
 ) -> None:

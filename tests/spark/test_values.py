@@ -108,6 +108,7 @@ CASES: dict[ColumnSpec, list[str]] = {
         '"\\u0661\\u0662"',
         '"\\uff11"',
         # Zero takes any exponent; an exponent moves the point across the digits.
+        '"0e1000000000000000000"',
         '"0e10000"',
         '"-0.000e99"',
         '"0E+9999999999"',
@@ -249,6 +250,7 @@ CASES: dict[ColumnSpec, list[str]] = {
         '"24:00:00"',
     ],
     ColumnSpec("c", "timestamp"): [
+        '"2024-01-15T10:30:00Z' + " " * 5000 + 'x"',
         '"\\t2024-01-15T10:30:00Z"',
         '"2024-01-15T10:30:00Z\\u3000"',
         '"2024-01-15T10:30:00.1234567890Z"',
@@ -299,11 +301,12 @@ CASES: dict[ColumnSpec, list[str]] = {
         '"{\\"a\\": 1}"',
         '"[1, 2]"',
         '"not json"',
-        # No NaN or Infinity, no lone surrogate; a duplicate key is JSON text (PostgreSQL's
-        # json keeps it).
+        # No NaN or Infinity; half a surrogate pair (and an escaped backslash before "ud800")
+        # and a duplicate key are JSON text, as PostgreSQL's json has them.
         '"NaN"',
         '"[Infinity]"',
         '"[\\"\\\\ud800\\"]"',
+        '"[\\"\\\\\\\\ud800\\"]"',
         '"{\\"a\\": 1, \\"a\\": [2]}"',
         '"{\\"a\\": 1} trailing"',  # a document, then more: not JSON text
         '"{\\"a\\": 1}] {}"',
