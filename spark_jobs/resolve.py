@@ -152,10 +152,6 @@ def _error(reason: str, detail: Column) -> Column:
     return F.struct(F.lit(reason).alias("reason"), detail.alias("detail"))
 
 
-# How many of a table's changes pick the columns that the full rules decode from the start.
-SAMPLE = 1000
-
-
 def decode_changes(
     changes: DataFrame, spec: TableSpec, types: list[str], max_columns: int
 ) -> DataFrame:
@@ -166,25 +162,26 @@ def decode_changes(
 
     Most values are in their common form, which a few cheap expressions decode. The full
     rules (regular expressions, many branches: costly to compile and to run) are built only
-    where needed: one pass decodes every change, by the full rules for the columns with a
-    value in no common form among the first :data:`SAMPLE` changes (a source that writes
-    another form), by the common forms elsewhere, and marks the changes with a value in no
-    common form there; a second decodes those again (few; none in most batches). The result
-    does not depend on these choices."""
-    full = _uncommon(changes.limit(SAMPLE), spec)
-    first = _decode(changes, spec, types, max_columns, full, mark=True).localCheckpoint()
+    for the changes that hold another value, and there only for the columns that do: one
+    pass decodes every change by the common forms and marks those changes, a second decodes
+    them again (few; none in most batches). The result does not depend on that choice."""
+    first = _decode(changes, spec, types, max_columns, full=False).localCheckpoint()
     rare = F.col("_cdc_rare")
     common_rows = first.where(rare.isNull()).drop("_cdc_rare")
     again = first.where(rare.isNotNull()).select("_cdc_rare.*")
     if again.isEmpty():
         return common_rows
-    second = _decode(again, spec, types, max_columns, _uncommon(again, spec))
+    second = _decode(again, spec, types, max_columns, full=True)
     return common_rows.unionByName(second.localCheckpoint())
 
 
-def _slotted(changes: DataFrame, spec: TableSpec) -> tuple[DataFrame, dict[str, str]]:
-    """``changes`` with the image a change sets (``_image``; the key it carries apart) and
-    each declared column's JSON value in a column of its own (named by the slots)."""
+def _decode(
+    changes: DataFrame, spec: TableSpec, types: list[str], max_columns: int, full: bool
+) -> DataFrame:
+    """:func:`decode_changes` by the common forms alone, with ``_cdc_rare``: the change
+    itself (its columns as a struct) where one of its values is in no common form, and its
+    row is wrong. With ``full``, by the full rules for each column where some change needs
+    them (the common forms elsewhere), which one aggregation over ``changes`` finds."""
     keys = list(spec.primary_key)
     is_delete = F.col("op") == "d"
     image = F.when(is_delete, F.col("before")).otherwise(F.col("after"))
@@ -210,43 +207,19 @@ def _slotted(changes: DataFrame, spec: TableSpec) -> tuple[DataFrame, dict[str, 
 
     # Each column's JSON value once, as a column: the decoders refer to it many times.
     slots = {c.name: f"_v{i}" for i, c in enumerate(spec.columns)}
-    return frame.select("*", *[raw(c.name).alias(slots[c.name]) for c in spec.columns]), slots
-
-
-def _uncommon(changes: DataFrame, spec: TableSpec) -> set[str]:
-    """The declared columns with a value in no common form among ``changes`` (one query)."""
-    frame, slots = _slotted(changes, spec)
-    columns = list(spec.columns)
-    staged, _, common = decode_fast(frame, columns, slots)
-    seen = staged.agg(*(F.bool_and(common[c.name]) for c in columns)).first()
-    return {c.name for i, c in enumerate(columns) if seen is not None and seen[i] is False}
-
-
-def _decode(
-    changes: DataFrame,
-    spec: TableSpec,
-    types: list[str],
-    max_columns: int,
-    full: set[str],
-    mark: bool = False,
-) -> DataFrame:
-    """:func:`decode_changes` with the columns in ``full`` decoded by the full rules, the
-    others by their common forms; with ``mark``, ``_cdc_rare``: the change itself (its
-    columns as a struct) where a value of the latter is in no common form, and its row is
-    wrong."""
-    frame, slots = _slotted(changes, spec)
+    frame = frame.select("*", *[raw(c.name).alias(slots[c.name]) for c in spec.columns])
     columns = list(spec.columns)
     frame, fast_parts, common = decode_fast(frame, columns, slots)
-    frame, slow_parts = decode_columns(frame, [c for c in columns if c.name in full], slots)
-    extra = []
-    if mark:
+    if not full:
         every = F.lit(True)
         for column in columns:
-            if column.name not in full:
-                every = every & common[column.name]
-        extra.append(F.when(~every, F.struct(*_columns(changes.columns))).alias("_cdc_rare"))
-    parts = {**fast_parts, **slow_parts}
-    return _finish(frame, spec, types, parts, slots, max_columns, *extra)
+            every = every & common[column.name]
+        rare = F.when(~every, F.struct(*_columns(changes.columns))).alias("_cdc_rare")
+        return _finish(frame, spec, types, fast_parts, slots, max_columns, rare)
+    seen = frame.agg(*(F.bool_and(common[c.name]) for c in columns)).first()
+    uncommon = [c for i, c in enumerate(columns) if seen is not None and seen[i] is False]
+    frame, slow_parts = decode_columns(frame, uncommon, slots)
+    return _finish(frame, spec, types, {**fast_parts, **slow_parts}, slots, max_columns)
 
 
 def _finish(

@@ -25,7 +25,6 @@ import pytest
 from delta.tables import DeltaTable
 
 from airflow_cdc.core.formats import IN_BAND_RESOLVED
-from spark_jobs import resolve
 from spark_jobs.ledger import STATUSES
 from tests.oracles import connect_encoders, json_encoders, typed_model
 from tests.spark.pipeline import land_dump, process
@@ -120,17 +119,8 @@ def quarantined(spark: Any, warehouse: str) -> list[tuple[str, str]]:
     return sorted((r["reason"], r["what"]) for r in rows.limit(20).collect())
 
 
-# Every format; and one whose values take many forms with no change sampled, so that every
-# change with a value in no common form is decoded again (resolve.decode_changes).
-RUNS = [(fmt, resolve.SAMPLE) for fmt in sorted(ENCODERS)]
-RUNS += [("cockroachdb", 0)]
-
-
-@pytest.mark.parametrize(("fmt", "sample"), RUNS)
-def test_typed_stream_end_to_end(
-    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fmt: str, sample: int
-) -> None:
-    monkeypatch.setattr(resolve, "SAMPLE", sample)
+@pytest.mark.parametrize("fmt", sorted(ENCODERS))
+def test_typed_stream_end_to_end(spark: Any, tmp_path: Path, fmt: str) -> None:
     encoder = ENCODERS[fmt]
     batches = typed_model.generate(encoder, batches=BATCHES, seed=17, in_order=fmt in IN_ORDER)
     dump = tmp_path / "dump"
