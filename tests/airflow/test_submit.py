@@ -107,8 +107,9 @@ def test_resolved_jars_need_every_file(tmp_path, monkeypatch) -> None:
     assert resolved_jars() is None
 
 
-def test_a_users_spark_jars_go_beside_deltas(monkeypatch) -> None:
-    spec = job_spec(
+def maintain_spec(spark_conf: dict[str, str]) -> SubmitSpec:
+    """The maintain job's submission with Delta's jar resolved, and ``spark_conf``."""
+    return job_spec(
         "maintain",
         warehouse="/wh",
         batch_id="b",
@@ -116,10 +117,16 @@ def test_a_users_spark_jars_go_beside_deltas(monkeypatch) -> None:
         stats_file="s",
         library="l",
         jars=["/cache/delta.jar"],
-        spark_conf={
+        spark_conf=spark_conf,
+    )
+
+
+def test_a_users_spark_jars_go_beside_deltas(monkeypatch) -> None:
+    spec = maintain_spec(
+        {
             "spark.jars": "/opt/hadoop-aws.jar,/cache/delta.jar",
             "spark.sql.extensions": "org.apache.sedona.sql.SedonaSqlExtensions",
-        },
+        }
     )
     assert spec.conf["spark.jars"] == "/cache/delta.jar,/opt/hadoop-aws.jar"
     # A user's session extension joins Delta's, which the jobs cannot run without.
@@ -130,16 +137,7 @@ def test_a_users_spark_jars_go_beside_deltas(monkeypatch) -> None:
 
 def test_a_users_jvm_options_follow_the_jobs(monkeypatch) -> None:
     log4j = "-Dlog4j2.configurationFile=/etc/log4j2.xml"
-    spec = job_spec(
-        "maintain",
-        warehouse="/wh",
-        batch_id="b",
-        run_id="r",
-        stats_file="s",
-        library="l",
-        jars=["/cache/delta.jar"],
-        spark_conf={"spark.executor.extraJavaOptions": log4j},
-    )
+    spec = maintain_spec({"spark.executor.extraJavaOptions": log4j})
     # The jobs need their thread stack (a fatal error without it); the user's options come
     # after, so an -Xss of theirs wins.
     assert spec.conf["spark.executor.extraJavaOptions"] == f"-XX:+UseParallelGC -Xss8m {log4j}"
