@@ -255,8 +255,8 @@ _DSQL_OBJECTS = ("before", "after", "source", "chunked", "before_ref", "after_re
 
 
 def _magnitude(digits: Column) -> Column:
-    """An integer's digits without its sign and leading zeros ("" for zero): a negative
-    ``ts_ns`` other than zero is refused before its sequence is read."""
+    """An integer's digits without its sign and leading zeros ("" for zero, however it is
+    written): a negative ``ts_ns`` other than zero is refused before its sequence is read."""
     return F.ltrim(F.regexp_replace(digits, "^-", ""), F.lit("0"))
 
 
@@ -343,7 +343,7 @@ def _dsql_error(f: _Fields, most: int) -> Column:
         F.when(~f.is_object("source"), _error("missing_field", "source must be dict")),
         F.when(ts.isNull(), _error("missing_field", "source.ts_ns must be an integer")),
         F.when(
-            ts.startswith("-") & ~ts.rlike(r"^-0+\z"),
+            ts.startswith("-") & (_magnitude(ts) != ""),
             _error("missing_field", "source.ts_ns is negative"),
         ),
         F.when(

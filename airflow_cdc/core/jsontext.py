@@ -105,10 +105,20 @@ def _holds_number(value: Any) -> bool:
     return False
 
 
+class NotJson(ValueError):
+    """A literal Python's reader takes that JSON text has not (``NaN``, ``Infinity``)."""
+
+
+def refuse_constant(name: str) -> Any:
+    """``parse_constant`` for RFC 8259 JSON text: no ``NaN``, ``Infinity`` or ``-Infinity``
+    (Python's reader takes them; PostgreSQL's ``json`` and Spark's reader do not)."""
+    raise NotJson(f"{name} is not JSON")
+
+
 def has_lone_surrogate(value: Any) -> bool:
     """Whether a string of a parsed JSON value (a key too) holds half a UTF-16 pair, as the
-    escape ``"\\ud800"`` gives: no Unicode text, which PostgreSQL's ``json`` and Spark's
-    reader refuse."""
+    escape ``"\\ud800"`` gives: no Unicode text (Spark's reader and PostgreSQL's ``jsonb``
+    refuse it; its ``json`` checks only the escape's syntax)."""
     stack = [value]
     while stack:
         item = stack.pop()

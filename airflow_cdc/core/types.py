@@ -321,15 +321,10 @@ def _json(column: ColumnSpec, value: Any) -> Decoded:
         return Decoded(json.dumps(value, separators=(",", ":"), sort_keys=True))
     _expect(column, value, str)
     try:
-        json.loads(value, parse_constant=_not_json)
+        json.loads(value, parse_constant=jsontext.refuse_constant)
     except ValueError as err:
         raise DecodeError(column.name, f"{value[:40]!r} is not JSON text: {err}") from err
     return Decoded(value)
-
-
-def _not_json(name: str) -> Any:
-    """JSON text has no NaN or Infinity (Python's reader takes them; PostgreSQL's does not)."""
-    raise ValueError(f"{name} is not JSON")
 
 
 def _json_value(column: ColumnSpec, value: Any) -> Decoded:

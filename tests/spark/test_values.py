@@ -347,7 +347,12 @@ CASES: dict[ColumnSpec, list[str]] = {
 
 
 def core(column: ColumnSpec, text: str) -> tuple[str, Any, Any]:
-    value = json.loads(text)
+    return core_of_value(column, json.loads(text))
+
+
+def core_of_value(column: ColumnSpec, value: Any) -> tuple[str, Any, Any]:
+    """The core's outcome for a parsed JSON value: ok with the value and special marker, or
+    an error."""
     if column.pg_type == "untyped":
         return ("ok", decode_undeclared(value), None)
     try:

@@ -35,7 +35,6 @@ import pytest
 
 from airflow_cdc.core import jsontext
 from airflow_cdc.core.ddl import ColumnSpec
-from airflow_cdc.core.exceptions import DecodeError
 from airflow_cdc.core.types import (
     DEFAULT_DECIMAL,
     MAX_DAYS,
@@ -45,12 +44,10 @@ from airflow_cdc.core.types import (
     MIN_MICROS,
     TIMESTAMP_NEG_INFINITY,
     TIMESTAMP_POS_INFINITY,
-    decode,
-    decode_undeclared,
     family_of,
 )
 from spark_jobs.values import decode_columns, decode_fast
-from tests.spark.test_values import CASES, case_frame, core, normalized
+from tests.spark.test_values import CASES, case_frame, core, core_of_value, normalized
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -955,16 +952,11 @@ def fuzz_cases(columns: Iterable[ColumnSpec], per_family: int = PER_FAMILY) -> d
 
 
 def _outcome(column: ColumnSpec, value: Any) -> Outcome:
-    """The core's outcome for a parsed JSON value (``test_values.core`` after its parse)."""
-    if column.pg_type == "untyped":
-        return ("ok", decode_undeclared(value), None)
+    """The core's outcome for a parsed JSON value (``test_values.core_of_value``)."""
     try:
-        decoded = decode(column, value)
-    except DecodeError:
-        return ("error", None, None)
+        return core_of_value(column, value)
     except Exception as err:  # the core raises DecodeError only: anything else is a finding
         return (f"raised {type(err).__name__}", str(err)[:80], None)
-    return ("ok", decoded.value, decoded.special)
 
 
 def _core(column: ColumnSpec, text: str) -> Outcome:

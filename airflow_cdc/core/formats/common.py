@@ -76,7 +76,7 @@ def load_json(text: str | None, strict: bool = False) -> Any:
     if text is None:
         raise RecordFormatError("malformed_json", "the message has no value")
     most = limits().number_length
-    hooks: dict[str, Any] = {"parse_constant": _no_constant} if strict else {}
+    hooks: dict[str, Any] = {"parse_constant": jsontext.refuse_constant} if strict else {}
     try:
         if len(text) <= most or _long_run(most).search(text) is None:
             doc = jsontext.loads(text, **hooks)  # no literal can be too long: no length hook
@@ -87,15 +87,11 @@ def load_json(text: str | None, strict: bool = False) -> Any:
                 parse_float=lambda s: JsonNumber(_length(s, most)),
                 **hooks,
             )
-    except (json.JSONDecodeError, RecursionError) as err:
+    except (json.JSONDecodeError, jsontext.NotJson, RecursionError) as err:
         raise RecordFormatError("malformed_json", str(err)) from err
     if strict and "\\u" in text and jsontext.has_lone_surrogate(doc):
         raise RecordFormatError("malformed_json", "a string holds a lone UTF-16 surrogate")
     return doc
-
-
-def _no_constant(name: str) -> Any:
-    raise RecordFormatError("malformed_json", f"{name} is not JSON")
 
 
 @functools.lru_cache(maxsize=8)
