@@ -20,7 +20,9 @@ the core first rounds it to a Python float; text forms follow the vendors' docum
 objects stored as text are Spark's compact JSON (non-ASCII characters kept as they are); an
 integer of more than 38 digits is a DOUBLE in a VARIANT, and a number past a double's range an
 infinite one (a date of such an integer is refused; a JSON value kept as text holds the
-double, ``1.0E38`` or ``"Infinity"``, where the core keeps the digits); a number of more than
+double, ``1.0E38`` or ``"Infinity"``, where the core keeps the digits); a number written with an
+exponent is a DOUBLE too, so a numeric column takes it rounded to a double's 17 digits (zero
+below a double's range) where the core reads every digit; a number of more than
 1,000 characters is past what Spark's JSON reader takes (JSON text holding one is refused).
 ``tests/spark/test_values_fuzz.py`` holds the two to exactly these differences.
 """
@@ -357,14 +359,33 @@ def _numeric(column: ColumnSpec, json: _Json) -> _Result:
 
 
 def _numeric_fast(column: ColumnSpec, json: _Json) -> tuple[Column, Column]:
-    """The common form, a JSON string of digits that fit: a plain cast."""
+    """The common forms, a JSON string of digits that fit or a JSON number that fits: a
+    plain cast."""
     precision, scale = (
         (column.precision, column.scale or 0) if column.precision is not None else DEFAULT_DECIMAL
     )
     whole_form = "0" if precision == scale else f"(?:0|[1-9][0-9]{{0,{precision - scale - 1}}})"
     fraction_form = f"(?:\\.[0-9]{{1,{scale}}})?" if scale else ""
-    common = json.get("string").rlike(f"^-?{whole_form}{fraction_form}\\z")
-    return common, json.get("string").try_cast(f"decimal({precision},{scale})")
+    kind = f"decimal({precision},{scale})"
+    text = json.get("string").rlike(f"^-?{whole_form}{fraction_form}\\z")
+    # A JSON number (CockroachDB's DECIMAL) that VARIANT holds as an exact decimal or an
+    # integer whose digits fit on each side of the point: the cast is then exact.
+    whole_digits = precision - scale
+    number_precision, number_scale = (
+        F.regexp_extract(json.kind, r"^DECIMAL\((\d+),(\d+)\)\z", group).try_cast("int")
+        for group in (1, 2)
+    )
+    decimal = (number_scale <= scale) & (number_precision - number_scale <= whole_digits)
+    integer = (
+        json.int64.isNotNull()
+        if whole_digits > 18
+        else json.int64.between(-(10**whole_digits - 1), 10**whole_digits - 1)
+    )
+    number = F.coalesce(integer, F.lit(False)) | F.coalesce(decimal, F.lit(False))
+    value = F.when(number, F.try_variant_get(json.variant, "$", kind)).otherwise(
+        json.get("string").try_cast(kind)
+    )
+    return F.coalesce(text, F.lit(False)) | number, value
 
 
 def _boolean(column: ColumnSpec, json: _Json) -> _Result:

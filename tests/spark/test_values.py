@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from airflow_cdc.core import jsontext
 from airflow_cdc.core.ddl import ColumnSpec
 from airflow_cdc.core.exceptions import DecodeError
 from airflow_cdc.core.types import decode, decode_undeclared
@@ -137,6 +138,18 @@ CASES: dict[ColumnSpec, list[str]] = {
         '"1.23e-1"',
         "5",
         "1.25",
+        # JSON numbers (CockroachDB writes DECIMAL so): digits on either side of the point.
+        "1.250",
+        "1.255",
+        "-0.0",
+        "0.05",
+        "9999999999.99",
+        "-9999999999",
+        "10000000000",
+        "10000000000.5",
+        "123456789012345678901234567890",
+        "1e2",
+        "1.5E-1",
         "true",
         "null",
         '" 7 "',
@@ -179,6 +192,10 @@ CASES: dict[ColumnSpec, list[str]] = {
         '"1e-18"',
         '"1e-19"',
         "42",
+        "-123456789012345678901",
+        "0.000000000000000001",
+        "0.0000000000000000001",
+        "12345678901234567890.5",
         '"NaN"',
     ],
     ColumnSpec("c", "boolean"): ["true", "false", '"true"', "1", "null"],
@@ -347,7 +364,8 @@ CASES: dict[ColumnSpec, list[str]] = {
 
 
 def core(column: ColumnSpec, text: str) -> tuple[str, Any, Any]:
-    return core_of_value(column, json.loads(text))
+    # Read as the core's parsers read a record: a fraction keeps its digits.
+    return core_of_value(column, jsontext.loads(text))
 
 
 def core_of_value(column: ColumnSpec, value: Any) -> tuple[str, Any, Any]:
@@ -507,3 +525,11 @@ def test_common_forms_agree_with_the_core_wherever_they_apply(spark: Any) -> Non
         if column.pg_type.startswith("timestamp") and text.endswith('Z"')
     ]
     assert any(utc) and not all(utc), utc
+    # So are JSON numbers that fit a numeric column (CockroachDB's DECIMAL).
+    numbers = {
+        text: got[(i, row)][0]
+        for i, (column, texts) in enumerate(CASES.items())
+        for row, text in enumerate(texts)
+        if column == ColumnSpec("c", "numeric", 12, 2)
+    }
+    assert numbers["1.25"] and numbers["-9999999999"] and numbers["9999999999.99"], numbers

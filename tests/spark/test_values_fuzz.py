@@ -1082,6 +1082,19 @@ def _beyond_variant(text: str) -> bool:
     return False
 
 
+def variant_double(column: ColumnSpec, text: str, want: Outcome, have: Outcome) -> bool:
+    """values.py: "a number written with an exponent is a DOUBLE in a VARIANT: rounded to a
+    double's 17 digits, and to zero or infinity past its range".
+
+    Holds only for a bare JSON number with an exponent, where the JVM's outcome is exactly the
+    core's for the double that the text rounds to, and the core reads the text itself
+    otherwise."""
+    if not _JSON_NUMBER.fullmatch(text) or not re.search("[eE]", text):
+        return False
+    rounded = float(text)
+    return Decimal(text) != Decimal(rounded) and _same(column, _outcome(column, rounded), have)
+
+
 def variant_number_range(column: ColumnSpec, text: str, want: Outcome, have: Outcome) -> bool:
     """values.py: "an integer of more than 38 digits is a DOUBLE in a VARIANT, and a number
     past a double's range an infinite one": a date of such an integer is refused (the core
@@ -1119,6 +1132,7 @@ DOCUMENTED: dict[str, Callable[[ColumnSpec, str, Outcome, Outcome], bool]] = {
     "iso_forms_only": iso_forms_only,
     "spark_compact_json": spark_compact_json,
     "variant_number_range": variant_number_range,
+    "variant_double": variant_double,
     "spark_number_length": spark_number_length,
 }
 
