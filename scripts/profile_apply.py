@@ -67,7 +67,7 @@ class JvmCalls:
                 return send(connection, command, *args, **kwargs)
             profile._inside = True
             where = _caller()
-            if context is not None:  # name the stages this call runs after its line
+            if context is not None and context._jsc is not None:  # name its stages by line
                 context.setLocalProperty("callSite.short", where)
             started = time.perf_counter()
             try:
