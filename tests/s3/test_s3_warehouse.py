@@ -38,7 +38,6 @@ from airflow_cdc.submit import SubmitSpec, job_spec
 from cdc_demo import free_port
 from cdc_demo.dsql_stream import DDL, TABLES, Stream, differences, generate, write_ndjson
 from cdc_demo.s3 import S3Server, create_bucket
-from tests.conftest import QUICK_DRIVER_JVM
 
 SOURCE = "orders-dump"
 BATCH = "2026-01-01T01:00:00+00:00"
@@ -133,7 +132,6 @@ def run(s3: S3Server, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]
         "spark.ui.enabled": "true",
         "spark.ui.port": str(free_port()),
         "spark.sql.shuffle.partitions": "4",
-        "spark.driver.extraJavaOptions": QUICK_DRIVER_JVM,
     }
     spec = job_spec(
         "apply_changes",

@@ -29,7 +29,6 @@ from spark_jobs.catalog import (
     REGISTERED,
     table_name,
 )
-from tests.conftest import QUICK_DRIVER_JVM
 
 REPO = Path(__file__).resolve().parents[2]
 STREAM = {"changes": 120, "seed": 23}
@@ -182,7 +181,6 @@ def hive_session(tmp: str) -> Any:
     conf = {
         **delta_spark_conf(resolved_jars()),
         "spark.sql.shuffle.partitions": "2",
-        "spark.driver.extraJavaOptions": QUICK_DRIVER_JVM,
         "spark.sql.catalogImplementation": "hive",
         "spark.sql.warehouse.dir": f"{tmp}/hive-warehouse",
         "spark.hadoop.javax.jdo.option.ConnectionURL": (
