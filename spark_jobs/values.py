@@ -14,8 +14,7 @@ kept small: callers pass a column reference, and every family builds a handful o
 expressions over it (Spark copies a reused sub-expression into every place it is used).
 
 Where the two differ (``tests/spark/test_values.py`` lists each case): Spark's VARIANT stores
-a number by value, so ``1.0`` is the integer 1 and a JSON decimal keeps all its digits where
-the core first rounds it to a Python float; text forms follow the vendors' documented forms
+a number by value, so ``1.0`` is the integer 1; text forms follow the vendors' documented forms
 (ISO 8601 dates, times and timestamps) rather than every form Python's parsers accept; JSON
 objects stored as text are Spark's compact JSON (non-ASCII characters kept as they are); an
 integer of more than 38 digits is a DOUBLE in a VARIANT, and a number past a double's range an

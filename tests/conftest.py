@@ -14,12 +14,12 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 
 # Every JVM the tests start but their shared session (the jobs' spark-submits and
-# subprocesses, a standalone cluster's, the brokers') is short-lived: the JIT's optimizing
-# tier costs more than it saves in a run of a few hundred records (a crash test's two jobs
-# ran about 15% faster without it). The JVM reads these before its command line. That tier
-# off, the JVM reserves only 48 MB for compiled code, which an apply's two table threads
-# outgrow ("Out of space in CodeCache for method handle intrinsic" kills the driver): the
-# default 240 MB again.
+# subprocesses, the brokers'; a standalone cluster's daemons and executors do not inherit the
+# environment) is short-lived: the JIT's optimizing tier costs more than it saves in a run of
+# a few hundred records (a crash test's two jobs ran about 15% faster without it). The JVM
+# reads these before its command line. That tier off, the JVM reserves only 48 MB for
+# compiled code, which an apply's two table threads outgrow ("Out of space in CodeCache for
+# method handle intrinsic" kills the driver): the default 240 MB again.
 SHORT_LIVED_JVM = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
 os.environ.setdefault("JAVA_TOOL_OPTIONS", SHORT_LIVED_JVM)
 os.environ.setdefault("AIRFLOW_CDC_CACHE", str(REPO / ".cache"))
@@ -48,6 +48,14 @@ def spark() -> Iterator[Any]:
     )
     yield session
     session.stop()
+
+
+@pytest.fixture(autouse=True)
+def _shared_session_first(request: pytest.FixtureRequest) -> None:
+    """A Spark test that runs a job in this process without the ``spark`` fixture would start
+    the session itself, with the short-lived JVM's options: the fixture's comes first."""
+    if request.node.get_closest_marker("spark") is not None:
+        request.getfixturevalue("spark")
 
 
 @pytest.fixture

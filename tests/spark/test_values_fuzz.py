@@ -33,7 +33,6 @@ from typing import Any
 
 import pytest
 
-from airflow_cdc.core import jsontext
 from airflow_cdc.core.ddl import ColumnSpec
 from airflow_cdc.core.types import (
     DEFAULT_DECIMAL,
@@ -986,23 +985,20 @@ _JSON_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?
 
 
 def variant_number_by_value(column: ColumnSpec, text: str, want: Outcome, have: Outcome) -> bool:
-    """values.py: "Spark's VARIANT stores a number by value, so ``1.0`` is the integer 1 and a
-    JSON decimal keeps all its digits where the core first rounds it to a Python float".
+    """values.py: "Spark's VARIANT stores a number by value, so ``1.0`` is the integer 1".
 
-    Holds only for a bare JSON number with a fraction or an exponent, where the JVM's outcome
-    is exactly the core's outcome for that number as VARIANT holds it: read with all its
-    digits (``jsontext.JsonNumber``, as the core's own record parser reads it), or, where its
-    value is integral, the integer it equals. (Untyped columns: see ``spark_compact_json``.)
+    Holds only for a bare JSON number with a fraction or an exponent whose value is integral,
+    where the JVM's outcome is exactly the core's outcome for the integer it equals.
+    (Untyped columns: see ``spark_compact_json``.)
     """
     if column.pg_type == "untyped" or not _JSON_NUMBER.fullmatch(text):
         return False
     if text.lstrip("-").isdigit():
         return False  # an integer: Python and VARIANT read it alike
     exact = Decimal(text)
-    readings: list[Any] = [jsontext.loads(text)]
-    if exact.is_finite() and exact == exact.to_integral_value():
-        readings.append(int(exact))
-    return any(_same(column, _outcome(column, reading), have) for reading in readings)
+    if not exact.is_finite() or exact != exact.to_integral_value():
+        return False
+    return _same(column, _outcome(column, int(exact)), have)
 
 
 # ISO 8601's extended format, as the vendors write it: ``YYYY-MM-DD``, ``hh:mm[:ss[.f...]]``
@@ -1086,13 +1082,15 @@ def variant_double(column: ColumnSpec, text: str, want: Outcome, have: Outcome) 
     """values.py: "a number written with an exponent is a DOUBLE in a VARIANT: rounded to a
     double's 17 digits, and to zero or infinity past its range".
 
-    Holds only for a bare JSON number with an exponent, where the JVM's outcome is exactly the
-    core's for the double that the text rounds to, and the core reads the text itself
-    otherwise."""
+    Holds only for a bare JSON number with an exponent that its double does not write back
+    (more digits than the double keeps, or past its range), where the JVM's outcome is exactly
+    the core's for that double."""
     if not _JSON_NUMBER.fullmatch(text) or not re.search("[eE]", text):
         return False
     rounded = float(text)
-    return Decimal(text) != Decimal(rounded) and _same(column, _outcome(column, rounded), have)
+    return Decimal(text) != Decimal(repr(rounded)) and _same(
+        column, _outcome(column, rounded), have
+    )
 
 
 def variant_number_range(column: ColumnSpec, text: str, want: Outcome, have: Outcome) -> bool:
