@@ -37,7 +37,6 @@ from pyspark.sql import functions as F
 
 from airflow_cdc.core.ddl import ColumnSpec
 from airflow_cdc.core.types import (
-    DEFAULT_DECIMAL,
     FLOAT32_LIMIT,
     INTERVAL_TEXT,
     MAX_DAYS,
@@ -47,6 +46,7 @@ from airflow_cdc.core.types import (
     MIN_MICROS,
     TIMESTAMP_NEG_INFINITY,
     TIMESTAMP_POS_INFINITY,
+    decimal_shape,
     spark_type,
 )
 from spark_jobs.common import WholeJson, is_base64
@@ -299,9 +299,7 @@ def _float(column: ColumnSpec, json: _Json) -> _Result:
 
 
 def _numeric(column: ColumnSpec, json: _Json) -> _Result:
-    precision, scale = (
-        (column.precision, column.scale or 0) if column.precision is not None else DEFAULT_DECIMAL
-    )
+    precision, scale = decimal_shape(column)
     # A JSON number's own digits (VARIANT keeps them exactly), or the string's text.
     text = json.stage(
         "numtext", F.coalesce(json.get("string"), F.when(json.is_number, F.to_json(json.variant)))
@@ -360,9 +358,7 @@ def _numeric(column: ColumnSpec, json: _Json) -> _Result:
 def _numeric_fast(column: ColumnSpec, json: _Json) -> tuple[Column, Column]:
     """The common forms, a JSON string of digits that fit or a JSON number that fits: a
     plain cast."""
-    precision, scale = (
-        (column.precision, column.scale or 0) if column.precision is not None else DEFAULT_DECIMAL
-    )
+    precision, scale = decimal_shape(column)
     whole_form = "0" if precision == scale else f"(?:0|[1-9][0-9]{{0,{precision - scale - 1}}})"
     fraction_form = f"(?:\\.[0-9]{{1,{scale}}})?" if scale else ""
     kind = f"decimal({precision},{scale})"

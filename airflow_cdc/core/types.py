@@ -92,7 +92,7 @@ def spark_type(column: ColumnSpec) -> str:
     microseconds, because Delta tables cannot store Spark's time or interval types.
     """
     if column.pg_type == "numeric":
-        precision, scale = _decimal_shape(column)
+        precision, scale = decimal_shape(column)
         return f"DECIMAL({precision},{scale})"
     return _SPARK_TYPES[column.pg_type]
 
@@ -165,7 +165,8 @@ def _float(column: ColumnSpec, value: Any) -> Decoded:
     return Decoded(number)
 
 
-def _decimal_shape(column: ColumnSpec) -> tuple[int, int]:
+def decimal_shape(column: ColumnSpec) -> tuple[int, int]:
+    """A numeric column's (precision, scale): :data:`DEFAULT_DECIMAL` when it declares none."""
     if column.precision is None:
         return DEFAULT_DECIMAL
     return column.precision, column.scale or 0
@@ -199,7 +200,7 @@ def _numeric(column: ColumnSpec, value: Any) -> Decoded:
         raise DecodeError(column.name, f"{value!r} is not a decimal number") from err
     if not number.is_finite():
         raise DecodeError(column.name, f"{value!r} is not a decimal number")
-    precision, scale = _decimal_shape(column)
+    precision, scale = decimal_shape(column)
     quantized = number.quantize(Decimal(1).scaleb(-scale), context=_DECIMAL_CONTEXT)
     if quantized != number:
         raise DecodeError(column.name, f"{value!r} has more than {scale} fractional digits")
@@ -430,8 +431,8 @@ def widen(current: ColumnSpec, incoming: str) -> ColumnSpec | None:
         return current  # a column the stream added without a type holds any value as text
     new = column_of(current.name, incoming, current.nullable)
     if new.pg_type == current.pg_type == "numeric":
-        cp, cs = _decimal_shape(current)
-        np_, ns = _decimal_shape(new)
+        cp, cs = decimal_shape(current)
+        np_, ns = decimal_shape(new)
         scale = max(cs, ns)
         digits = max(cp - cs, np_ - ns)
         if digits + scale > 38:

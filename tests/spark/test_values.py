@@ -517,19 +517,18 @@ def test_common_forms_agree_with_the_core_wherever_they_apply(spark: Any) -> Non
     costly = ("smallint", "integer", "bigint", "oid", "interval", "numeric", "date", "time")
     families = (*costly, "timetz", "timestamp", "timestamptz")
     assert all(taken.get(family, 0) >= 1 for family in families), taken
-    # UTC text to the microsecond is a common form of timestamps (Debezium's ZonedTimestamp).
-    utc = [
-        got[(i, row)][0]
+    common_of = {
+        (column, text): got[(i, row)][0]
         for i, (column, texts) in enumerate(CASES.items())
         for row, text in enumerate(texts)
+    }
+    # UTC text to the microsecond is a common form of timestamps (Debezium's ZonedTimestamp).
+    utc = [
+        common
+        for (column, text), common in common_of.items()
         if column.pg_type.startswith("timestamp") and text.endswith('Z"')
     ]
     assert any(utc) and not all(utc), utc
     # So are JSON numbers that fit a numeric column (CockroachDB's DECIMAL).
-    numbers = {
-        text: got[(i, row)][0]
-        for i, (column, texts) in enumerate(CASES.items())
-        for row, text in enumerate(texts)
-        if column == ColumnSpec("c", "numeric", 12, 2)
-    }
-    assert numbers["1.25"] and numbers["-9999999999"] and numbers["9999999999.99"], numbers
+    numeric = ColumnSpec("c", "numeric", 12, 2)
+    assert all(common_of[(numeric, n)] for n in ("1.25", "-9999999999", "9999999999.99"))

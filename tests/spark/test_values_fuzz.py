@@ -35,7 +35,6 @@ import pytest
 
 from airflow_cdc.core.ddl import ColumnSpec
 from airflow_cdc.core.types import (
-    DEFAULT_DECIMAL,
     MAX_DAYS,
     MAX_MICROS,
     MICROS_PER_DAY,
@@ -43,6 +42,7 @@ from airflow_cdc.core.types import (
     MIN_MICROS,
     TIMESTAMP_NEG_INFINITY,
     TIMESTAMP_POS_INFINITY,
+    decimal_shape,
     family_of,
 )
 from spark_jobs.values import decode_columns, decode_fast
@@ -428,14 +428,8 @@ def float_texts(column: ColumnSpec, rng: Rng) -> tuple[list[str], Callable[[], s
 # Numerics of each precision.
 
 
-def _shape(column: ColumnSpec) -> tuple[int, int]:
-    if column.precision is None:
-        return DEFAULT_DECIMAL
-    return column.precision, column.scale or 0
-
-
 def _numeric_fixed(column: ColumnSpec) -> list[str]:
-    precision, scale = _shape(column)
+    precision, scale = decimal_shape(column)
     whole = precision - scale
     largest = ("9" * whole or "0") + ("." + "9" * scale if scale else "")
     texts = [largest, "-" + largest, "1" + "0" * whole, "9" * (whole + 1), "0"]
@@ -455,7 +449,7 @@ def _numeric_fixed(column: ColumnSpec) -> list[str]:
 
 
 def _numeric_text(rng: Rng, column: ColumnSpec) -> str:
-    precision, scale = _shape(column)
+    precision, scale = decimal_shape(column)
     whole = precision - scale
     sign = rng.choice(("", "", "", "-", "-", "+", "--"))
     whole_count = max(rng.choice((0, 1, whole - 1, whole, whole + 1, rng.randint(0, precision))), 0)
@@ -1079,8 +1073,8 @@ def _beyond_variant(text: str) -> bool:
 
 
 def variant_double(column: ColumnSpec, text: str, want: Outcome, have: Outcome) -> bool:
-    """values.py: "a number written with an exponent is a DOUBLE in a VARIANT: rounded to a
-    double's 17 digits, and to zero or infinity past its range".
+    """values.py: "a number written with an exponent is a DOUBLE too, so a numeric column
+    takes it rounded to a double's 17 digits (zero below a double's range)".
 
     Holds only for a bare JSON number with an exponent that its double does not write back
     (more digits than the double keeps, or past its range), where the JVM's outcome is exactly
