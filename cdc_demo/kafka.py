@@ -49,13 +49,15 @@ def kafka_broker(startup_timeout: float = 90.0) -> Iterator[str]:
         config.write_text(
             SERVER_PROPERTIES.format(port=port, controller=controller, data=f"{home}/data")
         )
-        cluster = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         java = ["java", "-Xmx512m", "-cp", classpath]
-        subprocess.run(
-            [*java, "kafka.tools.StorageTool", "format", "-t", cluster, "-c", str(config)],
-            check=True,
+        cluster = f"--cluster-id={_cluster_id()}"
+        formatted = subprocess.run(
+            [*java, "kafka.tools.StorageTool", "format", cluster, "-c", str(config)],
             capture_output=True,
+            text=True,
         )
+        if formatted.returncode:
+            raise RuntimeError(f"Kafka storage format failed: {formatted.stderr[-2000:]}")
         with Path(home, "broker.log").open("w") as log:
             process = subprocess.Popen(
                 [*java, "kafka.Kafka", str(config)], stdout=log, stderr=subprocess.STDOUT
@@ -66,6 +68,15 @@ def kafka_broker(startup_timeout: float = 90.0) -> Iterator[str]:
             yield bootstrap
         finally:
             stop(process)
+
+
+def _cluster_id() -> str:
+    """A random cluster id as Kafka's own ``Uuid.randomUuid`` draws one: 22 URL-safe base64
+    characters that do not begin with ``-``, which a command line would read as an option."""
+    while True:
+        cluster = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster.startswith("-"):
+            return cluster
 
 
 def _wait_ready(bootstrap: str, process: Any, timeout: float, log: Path) -> None:
