@@ -19,6 +19,11 @@ $(BIN)/.installed: pyproject.toml
 $(CACHE)/delta-jars.txt: $(BIN)/.installed airflow_cdc/jobs.py
 	$(BIN)/python -m spark_jobs.session --resolve-jars
 
+# The classes a job's JVM loads, parsed and verified once (a CDS archive) for the tests'
+# short-lived JVMs: each starts about 8 s sooner on two cores.
+$(CACHE)/spark-classes.jsa: $(CACHE)/delta-jars.txt cdc_demo/class_archive.py
+	$(BIN)/python -m cdc_demo.class_archive
+
 # Maven keeps its own repository in the cache: an artifact it knows only by its POM (an
 # excluded dependency) would otherwise sit in ~/.m2, where Ivy's resolution of Delta's jars
 # finds it first and then fails to download its jar.
@@ -40,7 +45,7 @@ node_modules/.installed: package.json
 	npm install --no-audit --no-fund --silent
 	touch $@
 
-setup: $(BIN)/.installed $(CACHE)/delta-jars.txt $(CACHE)/kafka/.installed $(CACHE)/s3/.installed node_modules/.installed
+setup: $(BIN)/.installed $(CACHE)/delta-jars.txt $(CACHE)/spark-classes.jsa $(CACHE)/kafka/.installed $(CACHE)/s3/.installed node_modules/.installed
 
 lint: $(BIN)/.installed
 	$(BIN)/ruff check .

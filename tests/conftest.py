@@ -21,8 +21,13 @@ REPO = Path(__file__).resolve().parent.parent
 # compiled code, which an apply's two table threads outgrow ("Out of space in CodeCache for
 # method handle intrinsic" kills the driver): the default 240 MB again.
 SHORT_LIVED_JVM = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
-os.environ.setdefault("JAVA_TOOL_OPTIONS", SHORT_LIVED_JVM)
 os.environ.setdefault("AIRFLOW_CDC_CACHE", str(REPO / ".cache"))
+if "JAVA_TOOL_OPTIONS" not in os.environ:
+    # And each maps the Spark classes that ``make setup`` archived (cdc_demo.class_archive).
+    from cdc_demo.class_archive import use_options
+
+    SHORT_LIVED_JVM = " ".join(filter(None, [SHORT_LIVED_JVM, use_options()]))
+    os.environ["JAVA_TOOL_OPTIONS"] = SHORT_LIVED_JVM
 # Airflow reads its home at import: point it at a throwaway SQLite database for this run.
 os.environ["AIRFLOW_HOME"] = tempfile.mkdtemp(prefix="airflow-cdc-tests-")
 os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
