@@ -20,9 +20,13 @@ $(CACHE)/delta-jars.txt: $(BIN)/.installed airflow_cdc/jobs.py
 	$(BIN)/python -m spark_jobs.session --resolve-jars
 
 # The classes a job's JVM loads, parsed and verified once (a CDS archive) for the tests'
-# short-lived JVMs: each starts about 8 s sooner on two cores.
-$(CACHE)/spark-classes.jsa: $(CACHE)/delta-jars.txt cdc_demo/class_archive.py
+# short-lived JVMs: each starts about 8 s sooner on two cores. It is bound to pyspark's jars
+# and to the JDK (a new one is a new java binary); a JDK that cannot write one leaves none,
+# and the stamp keeps make from trying again at every run.
+JAVA_BINARY := $(realpath $(shell command -v java))
+$(CACHE)/spark-classes.stamp: $(BIN)/.installed cdc_demo/class_archive.py $(JAVA_BINARY) | $(CACHE)/delta-jars.txt
 	$(BIN)/python -m cdc_demo.class_archive
+	touch $@
 
 # Maven keeps its own repository in the cache: an artifact it knows only by its POM (an
 # excluded dependency) would otherwise sit in ~/.m2, where Ivy's resolution of Delta's jars
@@ -45,7 +49,7 @@ node_modules/.installed: package.json
 	npm install --no-audit --no-fund --silent
 	touch $@
 
-setup: $(BIN)/.installed $(CACHE)/delta-jars.txt $(CACHE)/spark-classes.jsa $(CACHE)/kafka/.installed $(CACHE)/s3/.installed node_modules/.installed
+setup: $(BIN)/.installed $(CACHE)/delta-jars.txt $(CACHE)/spark-classes.stamp $(CACHE)/kafka/.installed $(CACHE)/s3/.installed node_modules/.installed
 
 lint: $(BIN)/.installed
 	$(BIN)/ruff check .
