@@ -9,8 +9,8 @@ written with (pyspark's jars): a JVM started otherwise (another JDK, a standalon
 own conf directory, the Kafka broker) cannot map it and runs as it would without it.
 
 ``python -m cdc_demo.class_archive`` writes it to :func:`archive_path`. The workload runs in
-a child process whose JVM writes the archive as it exits, to a temporary name renamed into
-place when it is whole.
+a child process (``python -m cdc_demo.class_archive <scratch> <partial>``) whose JVM writes
+the archive as it exits, to a temporary name renamed into place when it is whole.
 """
 
 from __future__ import annotations
@@ -80,11 +80,13 @@ def build(archive: Path) -> None:
             "JAVA_TOOL_OPTIONS": f"-XX:ArchiveClassesAtExit={partial} "
             f"-Xlog:cds=warning,cds+dynamic=warning:file={log}",
         }
-        code = "from cdc_demo.class_archive import workload; "
-        code += f"workload({scratch!r}, {str(partial)!r})"
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
         done = subprocess.run(
-            [sys.executable, "-c", code], env=env, cwd=scratch, capture_output=True, text=True
+            [sys.executable, "-m", "cdc_demo.class_archive", scratch, str(partial)],
+            env=env,
+            cwd=scratch,
+            capture_output=True,
+            text=True,
         )
         if done.returncode or not partial.is_file():
             cds = log.read_text(errors="replace")[-2000:] if log.is_file() else ""
@@ -100,4 +102,7 @@ def build(archive: Path) -> None:
 
 
 if __name__ == "__main__":
-    build(archive_path())
+    if len(sys.argv) == 3:
+        workload(*sys.argv[1:])
+    else:
+        build(archive_path())

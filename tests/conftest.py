@@ -26,8 +26,7 @@ if "JAVA_TOOL_OPTIONS" not in os.environ:
     # And each maps the Spark classes that ``make setup`` archived (cdc_demo.class_archive).
     from cdc_demo.class_archive import use_options
 
-    SHORT_LIVED_JVM = " ".join(filter(None, [SHORT_LIVED_JVM, use_options()]))
-    os.environ["JAVA_TOOL_OPTIONS"] = SHORT_LIVED_JVM
+    os.environ["JAVA_TOOL_OPTIONS"] = " ".join(filter(None, [SHORT_LIVED_JVM, use_options()]))
 # Airflow reads its home at import: point it at a throwaway SQLite database for this run.
 os.environ["AIRFLOW_HOME"] = tempfile.mkdtemp(prefix="airflow-cdc-tests-")
 os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
