@@ -40,8 +40,10 @@ def spark_home() -> Path:
 
 # What the daemons (and so the executors they start) take from this process's environment:
 # nothing that could carry a credential, so that an executor has only what a submit ships it.
-# (Their HOME is their scratch directory: no ~/.aws there either.)
-_PASSED_ENV = ("PATH", "JAVA_HOME", "LANG", "TMPDIR")
+# (Their HOME is their scratch directory: no ~/.aws there either.) JAVA_TOOL_OPTIONS holds
+# the machine's JVM flags (the tests' short-lived JVMs and class archive), which the
+# executors, started by the worker with its environment, then run with too.
+_PASSED_ENV = ("PATH", "JAVA_HOME", "LANG", "TMPDIR", "JAVA_TOOL_OPTIONS")
 
 
 def _daemon(home: Path, log: Path, *args: str, env: dict[str, str]) -> subprocess.Popen[bytes]:

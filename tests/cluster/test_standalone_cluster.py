@@ -101,14 +101,15 @@ def test_example_dags_run_on_a_standalone_cluster_without_leaking_secrets(
     for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
         monkeypatch.delenv(key, raising=False)
     # The jobs' event logs: what the Spark UI's (and history server's) environment page shows.
-    events, conf_dir = tmp_path / "events", tmp_path / "spark-conf"
+    # Given as the drivers' system properties, which their SparkConf reads: a SPARK_CONF_DIR
+    # would come first on their class path, where the JVM then maps no class archive.
+    events = tmp_path / "events"
     events.mkdir()
-    conf_dir.mkdir()
-    (conf_dir / "spark-defaults.conf").write_text(
-        f"spark.eventLog.enabled true\nspark.eventLog.dir file://{events}\n"
-        "spark.eventLog.compress false\n"
+    monkeypatch.setenv(
+        "SPARK_SUBMIT_OPTS",
+        f"-Dspark.eventLog.enabled=true -Dspark.eventLog.dir=file://{events}"
+        " -Dspark.eventLog.compress=false",
     )
-    monkeypatch.setenv("SPARK_CONF_DIR", str(conf_dir))
     # Every command line the Spark provider's hook starts.
     from airflow.providers.apache.spark.hooks import spark_submit
 
