@@ -13,13 +13,14 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 
-# Every JVM the tests start but their shared session (the jobs' spark-submits and
-# subprocesses, the brokers'; a standalone cluster's daemons and executors do not inherit the
-# environment) is short-lived: the JIT's optimizing tier costs more than it saves in a run of
-# a few hundred records (a crash test's two jobs ran about 15% faster without it). The JVM
-# reads these before its command line. That tier off, the JVM reserves only 48 MB for
-# compiled code, which an apply's two table threads outgrow ("Out of space in CodeCache for
-# method handle intrinsic" kills the driver): the default 240 MB again.
+# Every JVM the tests start but their shared session is short-lived: the jobs'
+# spark-submits and subprocesses, the brokers', a standalone cluster's daemons and the
+# executors they start (of this environment, cdc_demo.spark_cluster passes them
+# JAVA_TOOL_OPTIONS). The JIT's optimizing tier costs more than it saves in a run of a few
+# hundred records (a crash test's two jobs ran about 15% faster without it). The JVM reads
+# these before its command line. That tier off, the JVM reserves only 48 MB for compiled
+# code, which an apply's two table threads outgrow ("Out of space in CodeCache for method
+# handle intrinsic" kills the driver): the default 240 MB again.
 SHORT_LIVED_JVM = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
 os.environ.setdefault("AIRFLOW_CDC_CACHE", str(REPO / ".cache"))
 if "JAVA_TOOL_OPTIONS" not in os.environ:
