@@ -155,15 +155,19 @@ def evolve(spark: SparkSession, path: str, changes: DataFrame, added: tuple[str,
     ]
 
 
-def key_range(changes: DataFrame, keys: list[str], alias: str) -> Column:
+def key_range(changes: DataFrame, keys: list[str], alias: str) -> Column | None:
     """A target-only predicate on the first key column: the batch's min to max, so that Delta
-    skips the files that cannot hold any of the batch's keys."""
+    skips the files that cannot hold any of the batch's keys; None when ``changes`` is empty
+    (one aggregation answers both)."""
     first = changes.schema[keys[0]]
-    if not isinstance(first.dataType, _RANGE_TYPES):
+    ranged = isinstance(first.dataType, _RANGE_TYPES)
+    bounds = [F.min(quoted(keys[0])), F.max(quoted(keys[0]))] if ranged else []
+    found = changes.agg(F.count(F.lit(1)), *bounds).first()
+    if found is None or not found[0]:
+        return None
+    if not ranged or found[1] is None:
         return F.lit(True)
-    low, high = changes.agg(F.min(keys[0]), F.max(keys[0])).first()  # type: ignore[misc]
-    if low is None:
-        return F.lit(True)
+    low, high = found[1], found[2]
     column = F.col(f"{alias}.{quoted(keys[0])}")
     return column.between(F.lit(low).cast(first.dataType), F.lit(high).cast(first.dataType))
 
@@ -349,14 +353,14 @@ def apply_table(
     ``winners`` is read several times (the status lookup, the key range, the MERGE): it must
     be materialized, as :func:`spark_jobs.resolve.resolve_table`'s winners are (filters of
     checkpoints), so that nothing upstream runs again."""
-    if winners.isEmpty():
+    # The batch's key range (a refused change leaves it a superset: still a valid bound).
+    keys = list(spec.primary_key)
+    pruning = key_range(winners, keys, "t")
+    if pruning is None:
         return winners.sparkSession.createDataFrame([], STATUS_DDL), {"changes": 0}
     ensure_target(spark, path, target_schema(winners.schema))
     extras = evolve(spark, path, winners, added)
-    keys = list(spec.primary_key)
     target = spark.read.format("delta").load(path).alias("t")
-    # The batch's key range (a refused change leaves it a superset: still a valid bound).
-    pruning = key_range(winners, keys, "t")
     statuses = classify(winners, target.where(pruning), keys, late, refuse_late).localCheckpoint()
     counts: dict[str, Any] = {}
     effects = {INSERTED: 0, UPDATED: 0, DELETED: 0}

@@ -377,13 +377,16 @@ def committed_version(spark: SparkSession, path: str, operation: str) -> int | N
     else its newest version. A commit another writer makes after it (a compaction) is not
     taken for it."""
     mine = spark.conf.get(COMMIT_METADATA_CONF, None)
-    recent = DeltaTable.forPath(spark, path).history(RECENT_COMMITS)
-    if mine is not None:
-        ours = recent.where((F.col("operation") == operation) & (F.col("userMetadata") == mine))
-        row = ours.agg(F.max("version")).first()
-        if row is not None and row[0] is not None:
-            return int(row[0])
-    return table_version(spark, path)
+    # A few rows of the log's commit infos, collected as they are (no Spark job runs).
+    recent = (
+        DeltaTable.forPath(spark, path)
+        .history(RECENT_COMMITS)
+        .select("version", "operation", "userMetadata")
+        .collect()
+    )
+    ours = [r[0] for r in recent if mine is not None and (r[1], r[2]) == (operation, mine)]
+    newest = max(ours or [r[0] for r in recent], default=None)
+    return None if newest is None else int(newest)
 
 
 def hadoop_path(ctx: JobContext, path: str) -> Any:

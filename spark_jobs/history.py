@@ -124,11 +124,11 @@ def record(
     supersedes) to the history table at ``path``: one MERGE; what it inserted and re-closed."""
     keys = list(spec.primary_key)
     fresh = versions(changes, spec, extras, batch_id).localCheckpoint()
-    if fresh.isEmpty():
+    pruning = key_range(fresh, keys, "h")
+    if pruning is None:
         return {"versions": 0, "reclosed": 0}
     schema = StructType([f for f in fresh.schema.fields if f.name not in META])
     ensure_target(spark, path, StructType([*schema.fields, *struct(HISTORY_META_DDL).fields]))
-    pruning = key_range(fresh, keys, "h")
     touched = fresh.select(*(F.col(quoted(k)) for k in keys)).distinct()
     condition = pruning & (F.col("h._cdc_sequence") == F.col("s._cdc_sequence"))
     for key in keys:
