@@ -74,7 +74,7 @@ log = logging.getLogger("airflow_cdc.jobs")
 JOB_NAME = "apply_changes"
 # Formats whose every change names its schema: an empty schema names no declared table.
 NAMES_SCHEMAS = ("dsql",)
-JOB_VERSION = "2.7.10"
+JOB_VERSION = "2.7.11"
 
 
 @dataclass(frozen=True)
@@ -251,12 +251,14 @@ def apply_tables(
         decoded, added = resolve.admit_extras(
             decoded, declared, spec, limits.added_columns, limits.column_mapping
         )
-        failed = decoded.where(F.col("_err_reason").isNotNull())
-        quarantine_changes(failed, outcomes)
+        facts = resolve.batch_facts(decoded)
+        quarantine_changes(decoded.where(F.col("_err_reason").isNotNull()), outcomes)
         good = decoded.where(F.col("_err_reason").isNull()).drop(*resolve.ERROR_COLUMNS)
         keys = list(spec.primary_key)
-        good = resolve.place_unordered(ctx.spark, good, keys, path, ctx.batch_id)
-        winners, losers = resolve.resolve_table(good, keys)
+        good = resolve.place_unordered(
+            ctx.spark, good, keys, path, ctx.batch_id, present=facts.unordered
+        )
+        winners, losers = resolve.resolve_table(good, keys, partial=facts.partial)
         for frame in losers:
             outcomes.status(frame)
         statuses, counts = apply.apply_table(
@@ -267,12 +269,7 @@ def apply_tables(
         if counts.get(QUARANTINED):
             rows = statuses.where(refused).select("record_id", "batch_id", "reason", "detail")
             outcomes.quarantine(rows)
-        # Records, as the ledger counts them (a change of several fragments is several).
-        records = F.sum(F.size("_cdc_members")).alias("n")
-        reasons = {
-            r["_err_reason"]: int(r["n"])
-            for r in failed.groupBy("_err_reason").agg(records).collect()
-        }
+        reasons = dict(facts.quarantined)
         if counts.get(QUARANTINED):
             reasons[BELOW_PUBLISHED_CUT] = counts[QUARANTINED]
         counts["quarantined"] = sum(reasons.values())

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from delta.tables import DeltaTable
 from pyspark.sql import Column, DataFrame, SparkSession, Window
@@ -382,8 +382,51 @@ def admit_extras(
     return marked, admission.added
 
 
+def is_unordered(sequence: Column) -> Column:
+    """A change without a commit position: its sequence is ``UNORDERED`` + its position."""
+    return sequence.startswith(UNORDERED)
+
+
+def is_partial(set_columns: Column) -> Column:
+    """A partial update: it names the columns it sets."""
+    return set_columns.isNotNull()
+
+
+@dataclass(frozen=True)
+class BatchFacts:
+    """What one aggregation over a table's decoded changes tells the steps after it."""
+
+    quarantined: dict[str, int]  # records (a change's fragments each count) per reason
+    unordered: bool  # a good change without a commit position (:func:`place_unordered`)
+    partial: bool  # a good partial update (:func:`resolve_table`)
+
+
+def batch_facts(decoded: DataFrame) -> BatchFacts:
+    """:class:`BatchFacts` of ``decoded`` (the output of :func:`admit_extras`): one query."""
+    rows = (
+        decoded.groupBy("_err_reason")
+        .agg(
+            F.sum(F.size("_cdc_members")).alias("n"),
+            F.bool_or(is_unordered(F.col("_cdc_sequence"))).alias("unordered"),
+            F.bool_or(is_partial(F.col("_cdc_set_columns"))).alias("partial"),
+        )
+        .collect()
+    )
+    good = [r for r in rows if r["_err_reason"] is None]
+    return BatchFacts(
+        {r["_err_reason"]: int(r["n"]) for r in rows if r["_err_reason"] is not None},
+        bool(good and good[0]["unordered"]),
+        bool(good and good[0]["partial"]),
+    )
+
+
 def place_unordered(
-    spark: SparkSession, good: DataFrame, keys: list[str], target: str, batch_id: str
+    spark: SparkSession,
+    good: DataFrame,
+    keys: list[str],
+    target: str,
+    batch_id: str,
+    present: bool | None = None,
 ) -> DataFrame:
     """Give each change without a commit position (sequence ``UNORDERED`` + its position) its
     place among its key's changes, by the source's per-key ordering ("Once the changefeed has
@@ -394,9 +437,14 @@ def place_unordered(
     sequence among those changes in this batch and the table's row when an earlier batch
     wrote it (batch ids sort in landing order, as data interval ends do). A CockroachDB
     delete without ``updated`` (a Kafka message with a null value) after an upsert with it
-    is then newer, as it is in the source."""
-    unordered = F.col("_cdc_sequence").startswith(UNORDERED)
-    if good.where(unordered).isEmpty():
+    is then newer, as it is in the source.
+
+    ``present``: whether ``good`` holds such a change, when the caller knows
+    (:func:`batch_facts`); else a query finds out."""
+    unordered = is_unordered(F.col("_cdc_sequence"))
+    if present is None:
+        present = not good.where(unordered).isEmpty()
+    if not present:
         return good
     earlier = (
         Window.partitionBy(*_columns(keys), "_cdc_partition")
@@ -606,11 +654,17 @@ def fold_partials(decoded: DataFrame, keys: list[str]) -> tuple[DataFrame, DataF
     return folded, losers
 
 
-def resolve_table(decoded: DataFrame, keys: list[str]) -> tuple[DataFrame, list[DataFrame]]:
+def resolve_table(
+    decoded: DataFrame, keys: list[str], partial: bool | None = None
+) -> tuple[DataFrame, list[DataFrame]]:
     """(winners, losers) of one table's decoded changes, partial updates folded; both are
-    filters of materialized frames, cheap to read again."""
-    partial_keys = decoded.where(F.col("_cdc_set_columns").isNotNull()).select(*_columns(keys))
-    if partial_keys.isEmpty():
+    filters of materialized frames, cheap to read again. ``partial``: whether ``decoded``
+    holds a partial update, when the caller knows (:func:`batch_facts`); else a query finds
+    out."""
+    partial_keys = decoded.where(is_partial(F.col("_cdc_set_columns"))).select(*_columns(keys))
+    if partial is None:
+        partial = not partial_keys.isEmpty()
+    if not partial:
         winners, losers = resolve_keys(decoded, keys)
         return winners, [losers]
     partial_keys = partial_keys.distinct()
