@@ -165,23 +165,33 @@ def decode_changes(
     for the changes that hold another value, and there only for the columns that do: one
     pass decodes every change by the common forms and marks those changes, a second decodes
     them again (few; none in most batches). The result does not depend on that choice."""
-    first = _decode(changes, spec, types, max_columns, full=False).localCheckpoint()
+    first = _decode(changes, spec, types, max_columns).localCheckpoint()
     rare = F.col("_cdc_rare")
     common_rows = first.where(rare.isNull()).drop("_cdc_rare")
-    again = first.where(rare.isNotNull()).select("_cdc_rare.*")
-    if again.isEmpty():
+    # One query over the marked changes: how many, and the columns that need the full rules.
+    marked = first.where(rare.isNotNull())
+    found = marked.agg(
+        F.count(F.lit(1)), F.array_distinct(F.flatten(F.collect_list(rare["columns"])))
+    ).first()
+    if found is None or not found[0]:
         return common_rows
-    second = _decode(again, spec, types, max_columns, full=True)
+    again = marked.select("_cdc_rare.change.*")
+    second = _decode(again, spec, types, max_columns, full=set(found[1]))
     return common_rows.unionByName(second.localCheckpoint())
 
 
 def _decode(
-    changes: DataFrame, spec: TableSpec, types: list[str], max_columns: int, full: bool
+    changes: DataFrame,
+    spec: TableSpec,
+    types: list[str],
+    max_columns: int,
+    full: set[str] | None = None,
 ) -> DataFrame:
-    """:func:`decode_changes` by the common forms alone, with ``_cdc_rare``: the change
-    itself (its columns as a struct) where one of its values is in no common form, and its
-    row is wrong. With ``full``, by the full rules for each column where some change needs
-    them (the common forms elsewhere), which one aggregation over ``changes`` finds."""
+    """:func:`decode_changes` by the common forms alone, with ``_cdc_rare`` where one of the
+    change's values is in no common form (and its row is wrong): the change itself (its
+    columns as a struct, ``change``) and the names of those values' columns (``columns``).
+    With ``full`` (column names), by the full rules for those columns and the common forms
+    elsewhere."""
     keys = list(spec.primary_key)
     is_delete = F.col("op") == "d"
     image = F.when(is_delete, F.col("before")).otherwise(F.col("after"))
@@ -210,14 +220,22 @@ def _decode(
     frame = frame.select("*", *[raw(c.name).alias(slots[c.name]) for c in spec.columns])
     columns = list(spec.columns)
     frame, fast_parts, common = decode_fast(frame, columns, slots)
-    if not full:
+    if full is None:
         every = F.lit(True)
         for column in columns:
             every = every & common[column.name]
-        rare = F.when(~every, F.struct(*_columns(changes.columns))).alias("_cdc_rare")
+        names = F.array(*(F.when(~common[c.name], F.lit(c.name)) for c in columns)).cast(
+            "array<string>"
+        )
+        rare = F.when(
+            ~every,
+            F.struct(
+                F.struct(*_columns(changes.columns)).alias("change"),
+                F.filter(names, lambda n: n.isNotNull()).alias("columns"),
+            ),
+        ).alias("_cdc_rare")
         return _finish(frame, spec, types, fast_parts, slots, max_columns, rare)
-    seen = frame.agg(*(F.bool_and(common[c.name]) for c in columns)).first()
-    uncommon = [c for i, c in enumerate(columns) if seen is not None and seen[i] is False]
+    uncommon = [c for c in columns if c.name in full]
     frame, slow_parts = decode_columns(frame, uncommon, slots)
     return _finish(frame, spec, types, {**fast_parts, **slow_parts}, slots, max_columns)
 
