@@ -168,10 +168,11 @@ def decode_changes(
     first = _decode(changes, spec, types, max_columns).localCheckpoint()
     rare = F.col("_cdc_rare")
     common_rows = first.where(rare.isNull()).drop("_cdc_rare")
-    # One query over the marked changes: how many, and the columns that need the full rules.
+    # One query over the marked changes: how many, and the columns that need the full rules
+    # (a set of name lists: its size follows their combinations, not the marked changes).
     marked = first.where(rare.isNotNull())
     found = marked.agg(
-        F.count(F.lit(1)), F.array_distinct(F.flatten(F.collect_list(rare["columns"])))
+        F.count(F.lit(1)), F.array_distinct(F.flatten(F.collect_set(rare["columns"])))
     ).first()
     if found is None or not found[0]:
         return common_rows
