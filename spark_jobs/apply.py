@@ -158,18 +158,43 @@ def evolve(spark: SparkSession, path: str, changes: DataFrame, added: tuple[str,
 def key_range(changes: DataFrame, keys: list[str], alias: str) -> Column | None:
     """A target-only predicate on the first key column: the batch's min to max, so that Delta
     skips the files that cannot hold any of the batch's keys; None when ``changes`` is empty
-    (one aggregation answers both)."""
+    (one aggregation answers both).
+
+    The bounds never pass through Python's values: an instant goes as its microseconds since
+    the epoch, a date as its days, anything else as its text, each turned back by Spark. (A
+    collected timestamp is the driver process's local time: with that zone not the
+    session's, or an instant in a daylight-saving fold, the bounds moved, and the MERGE
+    missed rows it had to match.)"""
     first = changes.schema[keys[0]]
-    ranged = isinstance(first.dataType, _RANGE_TYPES)
-    bounds = [F.min(quoted(keys[0])), F.max(quoted(keys[0]))] if ranged else []
+    column = F.col(quoted(keys[0]))
+    kind = first.dataType
+    ranged = isinstance(kind, _RANGE_TYPES)
+    bounds = [_bound_out(kind, F.min(column)), _bound_out(kind, F.max(column))] if ranged else []
     found = changes.agg(F.count(F.lit(1)), *bounds).first()
     if found is None or not found[0]:
         return None
-    if not ranged or found[1] is None:
+    if not bounds or found[1] is None:
         return F.lit(True)
-    low, high = found[1], found[2]
-    column = F.col(f"{alias}.{quoted(keys[0])}")
-    return column.between(F.lit(low).cast(first.dataType), F.lit(high).cast(first.dataType))
+    low, high = _bound_in(kind, found[1]), _bound_in(kind, found[2])
+    return F.col(f"{alias}.{quoted(keys[0])}").between(low, high)
+
+
+def _bound_out(kind: DataType, value: Column) -> Column:
+    """A key bound as :func:`key_range` collects it."""
+    if isinstance(kind, TimestampType):
+        return F.unix_micros(value)
+    if isinstance(kind, DateType):
+        return F.unix_date(value)
+    return value.cast("string")
+
+
+def _bound_in(kind: DataType, collected: Any) -> Column:
+    """A collected key bound (:func:`_bound_out`) as a value of the key's type again."""
+    if isinstance(kind, TimestampType):
+        return F.timestamp_micros(F.lit(collected))
+    if isinstance(kind, DateType):
+        return F.date_from_unix_date(F.lit(collected))
+    return F.lit(collected).cast(kind)
 
 
 def classify(
