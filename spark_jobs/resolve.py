@@ -445,7 +445,7 @@ def place_unordered(
     keys: list[str],
     target: str,
     batch_id: str,
-    present: bool | None = None,
+    present: bool,
 ) -> DataFrame:
     """Give each change without a commit position (sequence ``UNORDERED`` + its position) its
     place among its key's changes, by the source's per-key ordering ("Once the changefeed has
@@ -458,13 +458,10 @@ def place_unordered(
     delete without ``updated`` (a Kafka message with a null value) after an upsert with it
     is then newer, as it is in the source.
 
-    ``present``: whether ``good`` holds such a change, when the caller knows
-    (:func:`batch_facts`); else a query finds out."""
-    unordered = is_unordered(F.col("_cdc_sequence"))
-    if present is None:
-        present = not good.where(unordered).isEmpty()
+    ``present``: whether ``good`` holds such a change (:attr:`BatchFacts.unordered`)."""
     if not present:
         return good
+    unordered = is_unordered(F.col("_cdc_sequence"))
     earlier = (
         Window.partitionBy(*_columns(keys), "_cdc_partition")
         .orderBy("_cdc_position")
@@ -674,19 +671,17 @@ def fold_partials(decoded: DataFrame, keys: list[str]) -> tuple[DataFrame, DataF
 
 
 def resolve_table(
-    decoded: DataFrame, keys: list[str], partial: bool | None = None
+    decoded: DataFrame, keys: list[str], partial: bool
 ) -> tuple[DataFrame, list[DataFrame]]:
     """(winners, losers) of one table's decoded changes, partial updates folded; both are
     filters of materialized frames, cheap to read again. ``partial``: whether ``decoded``
-    holds a partial update, when the caller knows (:func:`batch_facts`); else a query finds
-    out."""
-    partial_keys = decoded.where(is_partial(F.col("_cdc_set_columns"))).select(*_columns(keys))
-    if partial is None:
-        partial = not partial_keys.isEmpty()
+    holds a partial update (:attr:`BatchFacts.partial`)."""
     if not partial:
         winners, losers = resolve_keys(decoded, keys)
         return winners, [losers]
-    partial_keys = partial_keys.distinct()
+    partial_keys = (
+        decoded.where(is_partial(F.col("_cdc_set_columns"))).select(*_columns(keys)).distinct()
+    )
     full = decoded.join(partial_keys, keys, "left_anti")
     winners, losers = resolve_keys(full, keys)
     folded, fold_losers = fold_partials(decoded.join(partial_keys, keys, "left_semi"), keys)
