@@ -484,3 +484,11 @@ class WholeJson:
     def value(self, wrapped: Column) -> Column:
         """The input's value; SQL NULL where it is not one whole JSON value."""
         return F.when(self.whole(wrapped), F.try_variant_get(wrapped, "$[0]", "variant"))
+
+
+def from_micros(micros: int | None) -> dt.datetime | None:
+    """A time in microseconds since the epoch as an aware datetime (how a time leaves Spark:
+    a collected TIMESTAMP is naive in the driver's local zone, not the session's)."""
+    if micros is None:
+        return None
+    return dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(microseconds=micros)

@@ -68,13 +68,12 @@ from spark_jobs.landing import (
     progress_row,
     record_row,
     run_name,
-    to_micros,
 )
 from spark_jobs.ledger import union_all
 from spark_jobs.session import session_conf
 
 JOB_NAME = "land_files"
-JOB_VERSION = "1.2.8"
+JOB_VERSION = "1.2.9"
 LAYOUTS = ("kinesis", "kafka", "lines")
 LINE_WIDTH = 20
 SUFFIXES = (".ndjson", ".jsonl", ".json", ".txt", ".RESOLVED")
@@ -448,7 +447,8 @@ def land_kinesis_dumps(
             F.max("_number").alias("last"),
             F.count(F.lit(1)).alias("lines"),
             F.max("_block").alias("blocks"),
-            F.max(F.when(~F.col("_blank"), F.col("arrival_ts"))).alias("newest"),
+            # As microseconds: a collected TIMESTAMP is naive in the driver's local zone.
+            F.unix_micros(F.max(F.when(~F.col("_blank"), F.col("arrival_ts")))).alias("newest"),
         )
         .collect()
     }
@@ -462,9 +462,7 @@ def land_kinesis_dumps(
         horizon = found["newest"] if found is not None else None
         before = checkpoints.get(task.shard_id)
         horizon_us = (
-            to_micros(horizon)
-            if horizon is not None
-            else (before.horizon_us if before is not None else None)
+            horizon if horizon is not None else (before.horizon_us if before is not None else None)
         )
         progress[task.shard_id] = Checkpoint(task.shard_id, final, True, horizon_us)
     staged = records.select(

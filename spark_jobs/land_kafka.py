@@ -44,7 +44,7 @@ from spark_jobs.landing import (
 )
 
 JOB_NAME = "land_kafka"
-JOB_VERSION = "1.1.0"
+JOB_VERSION = "1.1.1"
 OFFSET_WIDTH = 20
 
 

@@ -28,7 +28,7 @@ from spark_jobs.landing import (
 )
 
 JOB_NAME = "land_kinesis"
-JOB_VERSION = "1.1.0"
+JOB_VERSION = "1.1.1"
 
 
 class Credentials:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from pyspark.errors import AnalysisException
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from airflow_cdc.core.formats import IN_BAND_RESOLVED
@@ -38,6 +38,7 @@ from spark_jobs.common import (
     delete_path,
     delete_stale,
     fault_point,
+    from_micros,
     log,
     read_text,
     table_exists,
@@ -95,12 +96,12 @@ def load_checkpoints(ctx: JobContext, source: str) -> tuple[dict[str, Checkpoint
     if isinstance(hint, int):
         progress = progress.where(F.col("land_seq") >= hint)
     rows = progress.select(
-        "shard_id", "sequence_number", "shard_closed", "horizon_ts", "land_seq"
+        "shard_id", "sequence_number", "shard_closed", horizon_us(), "land_seq"
     ).collect()
     newest = max((r["land_seq"] for r in rows), default=0)
     checkpoints = {
         r["shard_id"]: Checkpoint(
-            r["shard_id"], r["sequence_number"], bool(r["shard_closed"]), to_micros(r["horizon_ts"])
+            r["shard_id"], r["sequence_number"], bool(r["shard_closed"]), r["horizon_us"]
         )
         for r in rows
         if r["land_seq"] == newest
@@ -374,16 +375,13 @@ def _wave_progress(ctx: JobContext, path: str) -> list[tuple[Checkpoint, dict[st
         ctx.spark.read.schema(RAW_SCHEMA)
         .parquet(path)
         .where(F.col("kind") == PROGRESS)
-        .select("shard_id", "sequence_number", "shard_closed", "horizon_ts", "data")
+        .select("shard_id", "sequence_number", "shard_closed", horizon_us(), "data")
         .collect()
     )
     return [
         (
             Checkpoint(
-                r["shard_id"],
-                r["sequence_number"],
-                bool(r["shard_closed"]),
-                to_micros(r["horizon_ts"]),
+                r["shard_id"], r["sequence_number"], bool(r["shard_closed"]), r["horizon_us"]
             ),
             _tip_report(r["data"]),
         )
@@ -459,18 +457,17 @@ def lateness_us(fmt: str | None, seconds: float) -> int:
     return 0 if fmt in IN_BAND_RESOLVED else int(seconds * 1_000_000)
 
 
-def from_micros(micros: int | None) -> dt.datetime | None:
-    """A time in microseconds since the epoch as an aware datetime (a marker's horizon)."""
-    if micros is None:
-        return None
-    return dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(microseconds=micros)
+def horizon_us() -> Column:
+    """A checkpoint's horizon as it leaves Spark: microseconds since the epoch. A collected
+    TIMESTAMP arrives naive in the driver's local zone, not the session's, so none is."""
+    return F.unix_micros("horizon_ts").alias("horizon_us")
 
 
 def to_micros(value: dt.datetime | None) -> int | None:
+    """An aware datetime in microseconds since the epoch (a naive one raises TypeError: a
+    TIMESTAMP collected from Spark is naive in the driver's local zone)."""
     if value is None:
         return None
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=dt.UTC)
     return int((value - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)) / dt.timedelta(microseconds=1))
 
 

@@ -13,6 +13,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from tests.spark.pipeline import land_dump
+from tests.zones import ADELAIDE, local_zone
 
 pytestmark = pytest.mark.spark
 START = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
@@ -162,3 +163,26 @@ def test_the_jvm_lands_each_line_as_the_reader_does(
         ).collect()
     }
     assert got == want
+
+
+def test_checkpoint_horizons_do_not_move_with_the_drivers_time_zone(
+    warehouse: str, tmp_path: Path
+) -> None:
+    """A dump file's horizon is its newest arrival time, whatever zone the driver runs in,
+    and a shard a run does not read keeps its horizon (they once left Spark as naive local
+    times read back as UTC: east of UTC, each run moved every horizon, and with them the
+    resolved timestamp, further into the future)."""
+    first, second = tmp_path / "shard-000.ndjson", tmp_path / "shard-001.ndjson"
+    first.write_text(f"{kinesis_line(1)}\n{kinesis_line(3)}\n")
+    with local_zone(ADELAIDE):
+        land_dump(warehouse, str(first), "b1")
+        second.write_text(f"{kinesis_line(10)}\n")
+        land_dump(warehouse, str(second), "b2")  # the first file is carried forward
+        stats = land_dump(warehouse, str(second), "b3")  # and again, nothing new
+    state = json.loads(Path(warehouse, "_cdc", "resolved", "dump.json").read_text())
+    horizons = {shard: v["horizon_ts"] for shard, v in state["shards"].items()}
+    assert horizons == {
+        str(first): (START + dt.timedelta(seconds=3)).isoformat(),
+        str(second): (START + dt.timedelta(seconds=10)).isoformat(),
+    }
+    assert dt.datetime.fromisoformat(stats["resolved_ts"]) <= START + dt.timedelta(seconds=10)

@@ -9,14 +9,13 @@ outside it, and the MERGE inserted a second row for a key it should have matched
 
 from __future__ import annotations
 
-import os
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from spark_jobs.apply import key_range
+from tests.zones import local_zone
 
 pytestmark = pytest.mark.spark
 
@@ -61,17 +60,8 @@ CASES = {
 @pytest.fixture
 def new_york() -> Iterator[None]:
     """The driver's Python in New York's time zone (the JVM and the session stay in UTC)."""
-    before = os.environ.get("TZ")
-    os.environ["TZ"] = "America/New_York"
-    time.tzset()
-    try:
+    with local_zone("America/New_York"):
         yield
-    finally:
-        if before is None:
-            del os.environ["TZ"]
-        else:
-            os.environ["TZ"] = before
-        time.tzset()
 
 
 @pytest.mark.parametrize("kind", sorted(CASES))
