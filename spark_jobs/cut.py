@@ -40,7 +40,15 @@ from airflow_cdc.core.resolved import ShardProgress, resolved_timestamp
 from airflow_cdc.core.resolved_state import parse_state
 from airflow_cdc.jobs import published_cut_path
 from spark_jobs import ledger, open_state
-from spark_jobs.common import PROGRESS, RECORD, JobContext, read_text, table_version, write_text
+from spark_jobs.common import (
+    PROGRESS,
+    RECORD,
+    JobContext,
+    from_micros,
+    read_text,
+    table_version,
+    write_text,
+)
 from spark_jobs.ledger import PENDING
 from spark_jobs.parse import PARSED_COLUMNS, TEXT_FIELDS, TXN, from_text
 from spark_jobs.schemas import struct
@@ -96,14 +104,6 @@ def _iso(value: dt.datetime | None) -> str | None:
 
 def _utc(value: dt.datetime) -> dt.datetime:
     return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
-
-
-def from_spark(value: dt.datetime | None) -> dt.datetime | None:
-    """A TIMESTAMP collected from Spark: PySpark gives it naive, in this process's local
-    time zone (not the session's)."""
-    if value is None:
-        return None
-    return value.astimezone(dt.UTC)
 
 
 def _micros(value: dt.datetime) -> int:
@@ -235,11 +235,11 @@ def newest_published(ctx: JobContext, source: str) -> tuple[dt.datetime | None, 
         ctx.spark.read.format("delta")
         .load(path)
         .where(F.col("source") == source)
-        .agg(F.max(F.struct("cut_at", "batch_id")))
+        .agg(F.max(F.struct(F.unix_micros("cut_at"), "batch_id")))
         .first()
     )
     row = None if newest is None else newest[0]
-    return (None, None) if row is None else (from_spark(row[0]), row[1])
+    return (None, None) if row is None else (from_micros(row[0]), row[1])
 
 
 # --- the held changes: open state ---------------------------------------------------------

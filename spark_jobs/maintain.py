@@ -87,6 +87,7 @@ from spark_jobs.common import (
     at_least,
     base_parser,
     fault_point,
+    from_micros,
     hadoop_path,
     in_parallel,
     log,
@@ -99,11 +100,11 @@ from spark_jobs.common import (
     table_properties,
     write_stats,
 )
-from spark_jobs.cut import from_spark, member_ids
+from spark_jobs.cut import member_ids
 from spark_jobs.reassemble import OPEN
 
 JOB_NAME = "maintain"
-JOB_VERSION = "1.4.0"
+JOB_VERSION = "1.4.1"
 # Delta clusters by at most four columns.
 MAX_CLUSTERING_COLUMNS = 4
 
@@ -263,18 +264,25 @@ def retained_cuts(
     if not table_exists(ctx.spark, path):
         return RetainedCuts(None, {})
     mine = ctx.spark.read.format("delta").load(path).where(F.col("source") == source)
-    newest = mine.agg(F.max("cut_at")).first()
+    # Times leave Spark as microseconds: a collected TIMESTAMP is naive in the driver's
+    # local zone, and one in a daylight-saving fold would not find its row again.
+    cut_us = F.unix_micros("cut_at")
+    newest = mine.agg(F.max(cut_us)).first()
     # The newest cut stays whatever its age: it is what the sensor hands out.
     kept = F.col("published_at") >= F.lit(now - retention)
     if newest is not None and newest[0] is not None:
-        kept = kept | (F.col("cut_at") == F.lit(newest[0]))
+        kept = kept | (cut_us == F.lit(newest[0]))
     rows = (
         mine.where(kept)
-        .select("cut_at", "published_at", F.explode("tables").alias("table", "version"))
+        .select(
+            cut_us.alias("cut_at"),
+            F.unix_micros("published_at").alias("published_at"),
+            F.explode("tables").alias("table", "version"),
+        )
         .collect()
     )
-    oldest = from_spark(min((r["cut_at"] for r in rows), default=None))
-    first = from_spark(min((r["published_at"] for r in rows), default=None))
+    oldest = from_micros(min((r["cut_at"] for r in rows), default=None))
+    first = from_micros(min((r["published_at"] for r in rows), default=None))
     versions: dict[str, int] = {}
     for row in rows:
         versions[row["table"]] = min(versions.get(row["table"], row["version"]), row["version"])

@@ -27,7 +27,7 @@ from pyspark.sql import functions as F
 
 from airflow_cdc.core.events import ChunkRef, Fragment
 from airflow_cdc.core.reassembly import COMPLETE, FAILED, assemble
-from spark_jobs.common import arrow_batch
+from spark_jobs.common import arrow_batch, from_micros
 from spark_jobs.ledger import DUPLICATE, PENDING, per_record, union_all
 from spark_jobs.parse import CHUNK_REFS, PARSED_COLUMNS, TEXT_FIELDS, TXN, from_text
 from spark_jobs.schemas import struct
@@ -129,11 +129,13 @@ def from_state(state: DataFrame) -> DataFrame:
 
 def stream_time(*frames: DataFrame) -> dt.datetime | None:
     """The newest arrival among the batch and the open state: the clock that ages sets."""
-    newest = union_all([f.select("arrival_ts") for f in frames]).agg(F.max("arrival_ts")).first()
-    value = newest[0] if newest else None
-    if value is not None and value.tzinfo is None:
-        value = value.replace(tzinfo=dt.UTC)
-    return value
+    # As microseconds: a collected TIMESTAMP is naive in the driver's local zone.
+    newest = (
+        union_all([f.select("arrival_ts") for f in frames])
+        .agg(F.unix_micros(F.max("arrival_ts")))
+        .first()
+    )
+    return from_micros(newest[0] if newest else None)
 
 
 def nothing_to_settle(buffered: DataFrame) -> Settlement:

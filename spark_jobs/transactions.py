@@ -35,8 +35,8 @@ from pyspark.sql import functions as F
 
 from airflow_cdc.core.ddl import TableSpec
 from spark_jobs import ledger, open_state, resolve
-from spark_jobs.common import JobContext
-from spark_jobs.cut import Cut, from_spark
+from spark_jobs.common import JobContext, from_micros
+from spark_jobs.cut import Cut
 from spark_jobs.ledger import CONTROL, PENDING, union_all
 from spark_jobs.schemas import struct
 
@@ -184,11 +184,13 @@ def lower(cut: Cut, summary: DataFrame) -> Cut:
         & F.col("commit_ts").isNotNull()
         & (F.col("commit_ts") < F.lit(cut.at).cast("timestamp"))
     )
-    row = waiting.agg(F.min("commit_ts").alias("at"), F.count(F.lit(1)).alias("n")).first()
+    row = waiting.agg(
+        F.unix_micros(F.min("commit_ts")).alias("at"), F.count(F.lit(1)).alias("n")
+    ).first()
     if row is None or not row["n"]:
         return cut
     named = [r[0] for r in waiting.orderBy("commit_ts", "txn_id").select("txn_id").take(NAMED)]
-    lowest = from_spark(row["at"])
+    lowest = from_micros(row["at"])
     assert lowest is not None
     return dataclasses.replace(cut, at=min(cut.at, lowest), waiting_for=tuple(named))
 
