@@ -73,7 +73,7 @@ from spark_jobs.ledger import union_all
 from spark_jobs.session import session_conf
 
 JOB_NAME = "land_files"
-JOB_VERSION = "1.2.9"
+JOB_VERSION = "1.2.10"
 LAYOUTS = ("kinesis", "kafka", "lines")
 LINE_WIDTH = 20
 SUFFIXES = (".ndjson", ".jsonl", ".json", ".txt", ".RESOLVED")

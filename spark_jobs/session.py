@@ -34,7 +34,7 @@ def get_session(
     """
     active = SparkSession.getActiveSession()
     if active is not None:
-        return with_json_rules(active)
+        return with_reading_rules(active)
     # Python workers run the interpreter that has this project's dependencies.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     submitted = submitted_conf()
@@ -47,18 +47,22 @@ def get_session(
             builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
-    return with_json_rules(session)
+    return with_reading_rules(session)
 
 
-# How the jobs read JSON is part of what they compute, so no submitted conf changes it: an
-# object's duplicate key takes its last value, as Python's ``json.loads`` reads it (the core
-# parsers and the landing rules), and PostgreSQL's ``json`` type keeps such text (Spark's
-# default refuses the whole document).
-JSON_RULES = {"spark.sql.variant.allowDuplicateKeys": "true"}
+# How the jobs read their input is part of what they compute, so no submitted conf changes
+# it: an object's duplicate key takes its last value, as Python's ``json.loads`` reads it
+# (the core parsers and the landing rules), and PostgreSQL's ``json`` type keeps such text
+# (Spark's default refuses the whole document); a time without an offset (a ``timestamp``
+# value, a dump's arrival time) is UTC, as the core parsers read it.
+READING_RULES = {
+    "spark.sql.variant.allowDuplicateKeys": "true",
+    "spark.sql.session.timeZone": "UTC",
+}
 
 
-def with_json_rules(spark: SparkSession) -> SparkSession:
-    for key, value in JSON_RULES.items():
+def with_reading_rules(spark: SparkSession) -> SparkSession:
+    for key, value in READING_RULES.items():
         spark.conf.set(key, value)
     return spark
 

@@ -532,3 +532,18 @@ def test_common_forms_agree_with_the_core_wherever_they_apply(spark: Any) -> Non
     # So are JSON numbers that fit a numeric column (CockroachDB's DECIMAL).
     numeric = ColumnSpec("c", "numeric", 12, 2)
     assert all(common_of[(numeric, n)] for n in ("1.25", "-9999999999", "9999999999.99"))
+
+
+def test_a_session_given_another_time_zone_reads_times_as_utc_again(spark: Any) -> None:
+    """A time without an offset is UTC, as the core parsers read it: the session a job gets
+    reads it so even where a submitted conf named another zone."""
+    from spark_jobs.session import get_session
+
+    midnight = "SELECT unix_micros(TIMESTAMP'2026-01-01 00:00:00')"
+    spark.conf.set("spark.sql.session.timeZone", "Asia/Tokyo")
+    try:
+        assert spark.sql(midnight).first()[0] == 1767193200000000  # 15:00 UTC the day before
+        assert get_session() is spark
+        assert spark.sql(midnight).first()[0] == 1767225600000000
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", "UTC")
