@@ -626,8 +626,10 @@ def _same(want: Any, got: Any) -> bool:
         return math.isnan(got)
     if isinstance(want, dt.datetime) and want.tzinfo is not None:
         want = want.astimezone(dt.UTC).replace(tzinfo=None)
-    if isinstance(got, dt.datetime) and got.tzinfo is not None:
-        got = got.astimezone(dt.UTC).replace(tzinfo=None)
+        # A TIMESTAMP (timestamptz) collected from Spark is naive in this process's local
+        # zone: astimezone reads a naive time as local.
+        if isinstance(got, dt.datetime):
+            got = got.astimezone(dt.UTC).replace(tzinfo=None)
     if isinstance(want, bytes) and isinstance(got, bytearray | bytes):
         return want == bytes(got)
     if isinstance(want, float) and isinstance(got, float):

@@ -5,13 +5,23 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.zones import ADELAIDE
+
 REPO = Path(__file__).resolve().parent.parent
+
+# The suite runs where the driver's clock is not UTC: its Python and every JVM it starts
+# (the jobs' Spark sessions stay in UTC). A TIMESTAMP collected from Spark comes back naive
+# in the local zone; code that read one as UTC moved resolved timestamps and reassembly's
+# clock by the zone's offset, and passed on a machine set to UTC.
+os.environ["TZ"] = ADELAIDE
+time.tzset()
 
 # Every JVM the tests start but their shared session is short-lived: the jobs'
 # spark-submits and subprocesses, the brokers', a standalone cluster's daemons and the

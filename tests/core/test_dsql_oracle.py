@@ -325,7 +325,7 @@ def test_a_table_as_spark_returns_it_is_equal() -> None:
         "wake_time": "14:30:00.123456",
         "wake_tz": "14:30:00.123456+00:00",
         "created_at": None,
-        "updated_at": dt.datetime(2024, 3, 15, 13, 50, 0, 123456),
+        "updated_at": dt.datetime(2024, 3, 15, 13, 50, 0, 123456, tzinfo=dt.UTC),
         "session_len": 2802603000000,
         "prefs": '{"theme": "dark"}',
         "external_id": "550e8400-e29b-41d4-a716-446655440000",
@@ -364,7 +364,9 @@ def test_differences_reports_a_lost_marker_and_a_value_in_its_place() -> None:
 
 def test_differences_tolerances() -> None:
     row = _row(CUSTOMER)
-    row["updated_at"] = dt.datetime(2024, 3, 15, 13, 50, 0, 123456)  # naive UTC
+    # Naive in the local zone, as Spark collects a TIMESTAMP.
+    instant = dt.datetime(2024, 3, 15, 13, 50, 0, 123456, tzinfo=dt.UTC)
+    row["updated_at"] = instant.astimezone().replace(tzinfo=None)
     row["ratio"] = 0.25 * (1 + 1e-9)
     row["avatar"] = bytearray(row["avatar"])
     assert differences(_stream(CUSTOMER), "customers", [row]) == []
