@@ -137,7 +137,8 @@ def report_queries(spark: Any, after: int, top: int) -> None:
 
 def _seconds(stamp: str) -> float:
     """A UI time (``2026-11-27T07:05:42.123GMT``) in seconds since the epoch."""
-    return dt.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S.%f%Z").timestamp()
+    parsed = dt.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S.%f%Z")  # naive, in GMT
+    return parsed.replace(tzinfo=dt.UTC).timestamp()
 
 
 def report_stages(spark: Any, after: int, wall: float, top: int) -> None:

@@ -8,6 +8,7 @@ import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 # East of UTC by a fraction of an hour, with daylight saving time (UTC+10:30 in January).
 ADELAIDE = "Australia/Adelaide"
@@ -26,3 +27,19 @@ def local_zone(name: str) -> Iterator[None]:
         else:
             os.environ["TZ"] = before
         time.tzset()
+
+
+def utc_times(frame: Any) -> Any:
+    """``frame`` with each TIMESTAMP column as the session (UTC) shows it: a TIMESTAMP_NTZ,
+    which collects as a naive UTC datetime whatever the local zone (a TIMESTAMP collects
+    naive in the local zone, ambiguous in a daylight-saving fold)."""
+    from pyspark.sql.types import TimestampType
+
+    return frame.select(
+        *(
+            frame[f"`{field.name}`"].cast("timestamp_ntz").alias(field.name)
+            if isinstance(field.dataType, TimestampType)
+            else frame[f"`{field.name}`"]
+            for field in frame.schema.fields
+        )
+    )

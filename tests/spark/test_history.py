@@ -25,6 +25,7 @@ from spark_jobs.common import SimulatedCrash
 from spark_jobs.ledger import STATUSES
 from tests.spark.pipeline import land_dump
 from tests.spark.test_cuts import record
+from tests.zones import utc_times
 
 pytestmark = pytest.mark.spark
 
@@ -114,7 +115,7 @@ def live_of(changes: list[Change], cut: dt.datetime | None = None) -> dict[int, 
 
 
 def naive(when: dt.datetime) -> dt.datetime:
-    """A UTC time as Spark returns a TIMESTAMP to this (UTC) session."""
+    """A UTC time as :func:`utc_times` returns a TIMESTAMP."""
     return when.astimezone(dt.UTC).replace(tzinfo=None)
 
 
@@ -123,7 +124,9 @@ def text(value: Any) -> Any:
 
 
 def versions(frame: Any) -> list[Version]:
-    rows = frame.select("id", "balance", "__start_at", "__end_at", "_cdc_deleted").collect()
+    rows = utc_times(
+        frame.select("id", "balance", "__start_at", "__end_at", "_cdc_deleted")
+    ).collect()
     found = [
         (r["id"], None if r["_cdc_deleted"] else text(r["balance"]), *r[2:4], r["_cdc_deleted"])
         for r in rows
@@ -221,7 +224,7 @@ def test_history_is_the_replay_of_every_change_whatever_order_they_arrive_in(
 
     # Each row is its change: the batch that first delivered it, one op per kind of change,
     # sequences in commit order within a key, and one landed record per row.
-    rows = history(spark, warehouse).collect()
+    rows = utc_times(history(spark, warehouse)).collect()
     origin = {
         (c[3]["id"], naive(c[0])): delivered[i] for i, c in enumerate(source) if c[1] == "accounts"
     }
@@ -241,7 +244,10 @@ def test_history_is_the_replay_of_every_change_whatever_order_they_arrive_in(
     before = {(r["id"], r["__start_at"]): r.asDict() for r in rows}
     again = apply(warehouse, "b3")
     assert balanced(again)
-    after = {(r["id"], r["__start_at"]): r.asDict() for r in history(spark, warehouse).collect()}
+    after = {
+        (r["id"], r["__start_at"]): r.asDict()
+        for r in utc_times(history(spark, warehouse)).collect()
+    }
     assert after == before and len(after) == len(rows)
 
 
@@ -328,13 +334,13 @@ def test_a_change_without_a_commit_time_starts_when_the_version_before_it_did(
     it, which then lasts no time; a first version without one has no start."""
     from spark_jobs.history import rechain
 
-    epoch = dt.datetime(1970, 1, 1)
+    epoch = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
     t1, t2 = naive(at(0, 10)), naive(at(0, 20))
     rows = spark.createDataFrame(
         [
-            (1, "a", None, None, "0001", t1, "r1", None),
+            (1, "a", None, None, "0001", at(0, 10), "r1", None),
             (1, None, None, None, "0001~7", epoch, "r2", None),  # a delete, placed after r1
-            (1, "b", None, None, "0002", t2, "r3", None),
+            (1, "b", None, None, "0002", at(0, 20), "r3", None),
             (2, "c", None, None, "0000~3", epoch, "r4", None),
         ],
         "id BIGINT, balance STRING, __start_at TIMESTAMP, __end_at TIMESTAMP,"
@@ -343,7 +349,7 @@ def test_a_change_without_a_commit_time_starts_when_the_version_before_it_did(
     )
     chained = {
         r["_cdc_record_id"]: (r["__start_at"], r["__end_at"])
-        for r in rechain(rows, ["id"]).collect()
+        for r in utc_times(rechain(rows, ["id"])).collect()
     }
     assert chained == {"r1": (t1, t1), "r2": (t1, t2), "r3": (t2, None), "r4": (None, None)}
 

@@ -388,7 +388,8 @@ def normalized(column: ColumnSpec, value: Any) -> Any:
     if isinstance(value, bytearray):
         return bytes(value)
     if isinstance(value, dt.datetime) and column.pg_type == "timestamptz":
-        return value.astimezone(dt.UTC) if value.tzinfo else value.replace(tzinfo=dt.UTC)
+        # Collected from Spark, a TIMESTAMP is naive in the local zone: astimezone reads it so.
+        return value.astimezone(dt.UTC)
     if isinstance(value, Decimal):
         return value.normalize()
     if column.pg_type in ("json", "json_value") and isinstance(value, str):
