@@ -492,3 +492,15 @@ def from_micros(micros: int | None) -> dt.datetime | None:
     if micros is None:
         return None
     return dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(microseconds=micros)
+
+
+def to_micros(value: dt.datetime) -> int:
+    """An aware datetime in microseconds since the epoch (a naive one raises TypeError: a
+    TIMESTAMP collected from Spark is naive in the driver's local zone)."""
+    return (value - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)) // dt.timedelta(microseconds=1)
+
+
+def horizon_us() -> Column:
+    """A checkpoint's horizon as it leaves Spark: microseconds since the epoch. A collected
+    TIMESTAMP arrives naive in the driver's local zone, not the session's, so none is."""
+    return F.unix_micros("horizon_ts").alias("horizon_us")

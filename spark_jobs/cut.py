@@ -45,8 +45,10 @@ from spark_jobs.common import (
     RECORD,
     JobContext,
     from_micros,
+    horizon_us,
     read_text,
     table_version,
+    to_micros,
     write_text,
 )
 from spark_jobs.ledger import PENDING
@@ -106,10 +108,6 @@ def _utc(value: dt.datetime) -> dt.datetime:
     return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
 
 
-def _micros(value: dt.datetime) -> int:
-    return int(value.timestamp() * 1_000_000)
-
-
 def batch_resolved(ctx: JobContext, source: str) -> dt.datetime | None:
     """The resolved timestamp as the landing run of this batch left it: every change
     committed before it was landed in this batch or an earlier one.
@@ -131,7 +129,7 @@ def batch_resolved(ctx: JobContext, source: str) -> dt.datetime | None:
     shards = [
         ShardProgress(
             shard,
-            _micros(_utc(dt.datetime.fromisoformat(v["horizon_ts"])))
+            to_micros(_utc(dt.datetime.fromisoformat(v["horizon_ts"])))
             if v.get("horizon_ts")
             else None,
             bool(v.get("closed")),
@@ -141,7 +139,7 @@ def batch_resolved(ctx: JobContext, source: str) -> dt.datetime | None:
     before = resolved_timestamp(shards, 0)
     if before is None:
         return None
-    lateness = max(0, before - _micros(newest))
+    lateness = max(0, before - to_micros(newest))
     rows = (
         ctx.spark.read.format("delta")
         .load(ctx.warehouse.raw)
@@ -150,23 +148,21 @@ def batch_resolved(ctx: JobContext, source: str) -> dt.datetime | None:
             & (F.col("batch_id") == ctx.batch_id)
             & (F.col("kind") == PROGRESS)
         )
-        .select(
-            "shard_id", F.unix_micros("horizon_ts").alias("horizon"), "shard_closed", "land_seq"
-        )
+        .select("shard_id", horizon_us(), "shard_closed", "land_seq")
         .collect()
     )
     if not rows:
         return None  # nothing landed in this batch: no cut can be vouched for
     last = max(r["land_seq"] for r in rows)
     progress = [
-        ShardProgress(r["shard_id"], r["horizon"], bool(r["shard_closed"]))
+        ShardProgress(r["shard_id"], r["horizon_us"], bool(r["shard_closed"]))
         for r in rows
         if r["land_seq"] == last
     ]
     resolved = resolved_timestamp(progress, lateness)
     if resolved is None:
         return None
-    return dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(microseconds=resolved)
+    return from_micros(resolved)
 
 
 def unfinished_batches(ctx: JobContext, source: str, since: str | None) -> list[str]:

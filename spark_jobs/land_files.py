@@ -51,6 +51,7 @@ from spark_jobs.common import (
     JobContext,
     WholeJson,
     base_parser,
+    from_micros,
     is_base64,
     source_name,
     start,
@@ -61,7 +62,6 @@ from spark_jobs.landing import (
     ShardTask,
     add_landing_arguments,
     commit,
-    from_micros,
     land,
     lateness_us,
     load_checkpoints,
@@ -460,11 +460,9 @@ def land_kinesis_dumps(
         # A file without new lines (or that shrank) keeps its checkpoint.
         final = str(found["last"]) if found is not None else task.after_sequence
         horizon = found["newest"] if found is not None else None
-        before = checkpoints.get(task.shard_id)
-        horizon_us = (
-            horizon if horizon is not None else (before.horizon_us if before is not None else None)
-        )
-        progress[task.shard_id] = Checkpoint(task.shard_id, final, True, horizon_us)
+        if horizon is None and task.shard_id in checkpoints:
+            horizon = checkpoints[task.shard_id].horizon_us
+        progress[task.shard_id] = Checkpoint(task.shard_id, final, True, horizon)
     staged = records.select(
         "*",
         F.lit(land_seq).cast("bigint").alias("land_seq"),

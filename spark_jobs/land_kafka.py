@@ -31,11 +31,10 @@ from airflow_cdc.core.events import Message
 from airflow_cdc.core.formats import IN_BAND_RESOLVED, resolved_marker
 from airflow_cdc.core.ordering import pad_decimal
 from airflow_cdc.jobs import KAFKA_CONFIG_ENV, OFFSETS_BEHIND
-from spark_jobs.common import base_parser, log, start, write_stats
+from spark_jobs.common import base_parser, from_micros, log, start, write_stats
 from spark_jobs.landing import (
     ShardTask,
     add_landing_arguments,
-    from_micros,
     land,
     lateness_us,
     load_checkpoints,

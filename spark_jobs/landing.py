@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from pyspark.errors import AnalysisException
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from airflow_cdc.core.formats import IN_BAND_RESOLVED
@@ -39,6 +39,7 @@ from spark_jobs.common import (
     delete_stale,
     fault_point,
     from_micros,
+    horizon_us,
     log,
     read_text,
     table_exists,
@@ -455,20 +456,6 @@ def record_row(
 def lateness_us(fmt: str | None, seconds: float) -> int:
     """The lateness bound of a source: none for formats whose in-band markers are exact."""
     return 0 if fmt in IN_BAND_RESOLVED else int(seconds * 1_000_000)
-
-
-def horizon_us() -> Column:
-    """A checkpoint's horizon as it leaves Spark: microseconds since the epoch. A collected
-    TIMESTAMP arrives naive in the driver's local zone, not the session's, so none is."""
-    return F.unix_micros("horizon_ts").alias("horizon_us")
-
-
-def to_micros(value: dt.datetime | None) -> int | None:
-    """An aware datetime in microseconds since the epoch (a naive one raises TypeError: a
-    TIMESTAMP collected from Spark is naive in the driver's local zone)."""
-    if value is None:
-        return None
-    return int((value - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)) / dt.timedelta(microseconds=1))
 
 
 def _iso(micros: int | None) -> str | None:

@@ -127,8 +127,9 @@ LINES = [
 def test_the_jvm_lands_each_line_as_the_reader_does(
     spark: Any, warehouse: str, tmp_path: Path
 ) -> None:
+    from spark_jobs.common import to_micros
     from spark_jobs.land_files import FileReader
-    from spark_jobs.landing import ShardTask, to_micros
+    from spark_jobs.landing import ShardTask
 
     dump = tmp_path / "shard-000.ndjson"
     dump.write_bytes(b"\n".join(LINES) + b"\n")
@@ -137,7 +138,7 @@ def test_the_jvm_lands_each_line_as_the_reader_does(
         row[0]: (
             row[5],
             # Microseconds since the epoch: Spark returns naive times in the local zone.
-            to_micros(row[6]),
+            None if row[6] is None else to_micros(row[6]),
             bytes(row[7]),
             row[8] is not None,  # the JVM words its reasons in its own way
         )
