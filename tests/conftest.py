@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import tempfile
@@ -75,6 +76,9 @@ def spark() -> Iterator[Any]:
     )
     yield session
     session.stop()
+    # py4j's connections log their closing as they are collected, after a pytest-xdist
+    # worker has closed its output: "Logging error" tracebacks, nothing more.
+    logging.getLogger("py4j").setLevel(logging.WARNING)
 
 
 @pytest.fixture(autouse=True)
