@@ -58,11 +58,14 @@ lint: $(BIN)/.installed
 
 # The suite in TEST_WORKERS processes (pytest-xdist), each with its own shared Spark session:
 # a small batch's apply leaves the cores mostly idle while its driver plans and commits,
-# so two workers on two cores finish sooner. TEST_WORKERS=0 runs it in this process.
+# so two workers on two cores finish sooner. A test module runs whole on one worker (its
+# module fixtures start once: the S3 server and its spark-submit, the standalone cluster).
+# (xdist's loadgroup would not group: under pytest 9.2 it cannot rename a test's node id.)
+# TEST_WORKERS=0 runs the suite in this process.
 TEST_WORKERS ?= 2
 
 test: setup
-	$(BIN)/python -m pytest -q -ra --durations=15 -n $(TEST_WORKERS) --dist loadgroup
+	$(BIN)/python -m pytest -q -ra --durations=15 -n $(TEST_WORKERS) --dist loadfile
 
 test-fast: setup
 	$(BIN)/python -m pytest -q -m "not slow and not spark"

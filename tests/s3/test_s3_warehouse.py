@@ -39,10 +39,6 @@ from cdc_demo import free_port
 from cdc_demo.dsql_stream import DDL, TABLES, Stream, differences, generate, write_ndjson
 from cdc_demo.s3 import S3Server, create_bucket
 
-# The module's server and its one spark-submit (module fixtures) serve every test here: under
-# `make test`'s workers (pytest-xdist, --dist loadgroup), they all run on one.
-pytestmark = pytest.mark.xdist_group("s3")
-
 SOURCE = "orders-dump"
 BATCH = "2026-01-01T01:00:00+00:00"
 COMMIT_START = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
