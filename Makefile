@@ -56,12 +56,9 @@ lint: $(BIN)/.installed
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy airflow_cdc spark_jobs cdc_demo
 
-# The suite in TEST_WORKERS processes (pytest-xdist), each with its own shared Spark session:
-# a small batch's apply leaves the cores mostly idle while its driver plans and commits,
-# so two workers on two cores finish sooner. A test module runs whole on one worker (its
-# module fixtures start once: the S3 server and its spark-submit, the standalone cluster).
-# (xdist's loadgroup would not group: under pytest 9.2 it cannot rename a test's node id.)
-# TEST_WORKERS=0 runs the suite in this process.
+# The suite in TEST_WORKERS pytest-xdist workers (README, "make test"); 0 runs it in this
+# process. A module runs whole on one worker, so its module fixtures start once. (xdist's
+# loadgroup would not group: under pytest 9.2 it cannot rename a test's node id.)
 TEST_WORKERS ?= 2
 
 test: setup

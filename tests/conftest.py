@@ -81,13 +81,18 @@ def spark() -> Iterator[Any]:
     logging.getLogger("py4j").setLevel(logging.WARNING)
 
 
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` selects by mark
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The modules that hold a slow test first, then those that hold a Spark test, then the
-    rest, each module's tests together and in their order: under ``make test``'s workers
-    (pytest-xdist, a module to a worker) the short modules then fill the end of the run,
-    where a long module given out last leaves the other worker idle until it ends."""
+    """A test that takes the shared session (the ``spark`` fixture, itself or through
+    another fixture) is marked ``spark``, so ``make test-fast`` leaves it out whatever its
+    module says. Then the modules that hold a slow test first, then those that hold a Spark
+    test, then the rest, each module's tests together and in their order: under ``make
+    test``'s workers (pytest-xdist, a module to a worker) the short modules fill the end of
+    the run, where a long module given out last leaves the other worker idle until it ends."""
     rank: dict[Path, int] = {}
     for item in items:
+        if "spark" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.spark)
         mine = (
             0 if item.get_closest_marker("slow") else 1 if item.get_closest_marker("spark") else 2
         )

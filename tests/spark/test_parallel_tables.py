@@ -11,8 +11,6 @@ import pytest
 from spark_jobs.common import in_parallel
 from spark_jobs.session import session_conf
 
-pytestmark = pytest.mark.spark
-
 
 def test_items_run_at_once_with_the_callers_job_properties_and_return_in_order(
     spark: Any,
