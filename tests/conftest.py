@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sys
@@ -81,23 +82,69 @@ def spark() -> Iterator[Any]:
     logging.getLogger("py4j").setLevel(logging.WARNING)
 
 
+# Seconds each module took in a `make test` run (its tests' setup, call and teardown), to
+# hand the longest out first; ``pytest --module-times=tests/module_times.json`` writes them.
+MODULE_TIMES = REPO / "tests" / "module_times.json"
+# A module the file does not name yet: about what one of its kind takes.
+UNTIMED = {"slow": 150.0, "spark": 30.0, "": 1.0}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--module-times",
+        metavar="PATH",
+        help="write the seconds each test module took, as JSON, to PATH",
+    )
+
+
 @pytest.hookimpl(tryfirst=True)  # before ``-m`` selects by mark
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """A test that takes the shared session (the ``spark`` fixture, itself or through
     another fixture) is marked ``spark``, so ``make test-fast`` leaves it out whatever its
-    module says. Then the modules that hold a slow test first, then those that hold a Spark
-    test, then the rest, each module's tests together and in their order: under ``make
-    test``'s workers (pytest-xdist, a module to a worker) the short modules fill the end of
-    the run, where a long module given out last leaves the other worker idle until it ends."""
-    rank: dict[Path, int] = {}
+    module says. Then the modules longest first, by the seconds ``tests/module_times.json``
+    recorded (or their kind's, for one it does not name), each module's tests together and
+    in their order: under ``make test``'s workers (pytest-xdist, a module to a worker) the
+    short modules fill the end of the run, where a long module given out last leaves the
+    other worker idle until it ends."""
+    recorded = json.loads(MODULE_TIMES.read_text()) if MODULE_TIMES.exists() else {}
+    kind: dict[str, str] = {}
     for item in items:
         if "spark" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.spark)
-        mine = (
-            0 if item.get_closest_marker("slow") else 1 if item.get_closest_marker("spark") else 2
-        )
-        rank[item.path] = min(rank.get(item.path, 2), mine)
-    items.sort(key=lambda item: rank[item.path])
+        mine = next((m for m in ("slow", "spark") if item.get_closest_marker(m)), "")
+        module = module_of(item.nodeid)
+        if kind.get(module, "") == "" or mine == "slow":
+            kind[module] = mine
+    cost = {m: recorded.get(m, UNTIMED[k]) for m, k in kind.items()}
+    items.sort(key=lambda item: -cost[module_of(item.nodeid)])
+
+
+def module_of(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0]
+
+
+class ModuleTimes:
+    """Sums each module's test phases as the reports arrive (under pytest-xdist, in the
+    process that runs the workers) and writes them at the end, longest first."""
+
+    def __init__(self, path: str) -> None:
+        self.path = Path(path)
+        self.seconds: dict[str, float] = {}
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        module = module_of(report.nodeid)
+        self.seconds[module] = self.seconds.get(module, 0.0) + report.duration
+
+    def pytest_sessionfinish(self) -> None:
+        ranked = sorted(self.seconds.items(), key=lambda kv: -kv[1])
+        text = json.dumps({m: round(s, 1) for m, s in ranked}, indent=1)
+        self.path.write_text(text + "\n")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    path = config.getoption("--module-times")
+    if path and not hasattr(config, "workerinput"):
+        config.pluginmanager.register(ModuleTimes(path), "module-times")
 
 
 @pytest.fixture(autouse=True)
