@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import re
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -349,8 +350,11 @@ def _progress_rows(
     return ctx.spark.createDataFrame(rows, RAW_SCHEMA)
 
 
-# Rows a wave's reader hands to Spark at a time, as one Arrow batch.
+# A wave's reader hands its rows to Spark as Arrow batches of at most this many rows, or
+# about this many bytes of record data (a Kafka message or Kinesis record may be 1 MiB).
 WAVE_BATCH_ROWS = 10_000
+WAVE_BATCH_BYTES = 64 * 1024 * 1024
+_DATA = RAW_SCHEMA.fieldNames().index("data")
 
 
 def _read_wave(
@@ -366,21 +370,23 @@ def _read_wave(
 
     The rows reach the JVM as Arrow batches: as pickled rows (``createDataFrame`` over an
     RDD), unpickling and converting them in the JVM took twice the reader's own time."""
-    batch_id = ctx.batch_id
     from pyspark.sql.pandas.types import to_arrow_schema
 
+    batch_id = ctx.batch_id
     schema = to_arrow_schema(RAW_SCHEMA, timezone="UTC")
 
     def read(batches: Iterator[Any]) -> Iterator[Any]:
         for batch in batches:
             for index in batch.column(0).to_pylist():
                 rows: list[tuple[Any, ...]] = []
+                size = 0
                 for row in reader(tasks[index]):
                     # Reader rows stop before land_seq, batch_id and land_run.
                     rows.append((*row[:1], source, *row[1:], land_seq, batch_id, run))
-                    if len(rows) == WAVE_BATCH_ROWS:
+                    size += len(rows[-1][_DATA] or b"")
+                    if len(rows) == WAVE_BATCH_ROWS or size >= WAVE_BATCH_BYTES:
                         yield _raw_batch(rows, schema)
-                        rows = []
+                        rows, size = [], 0
                 if rows:
                     yield _raw_batch(rows, schema)
 
@@ -390,16 +396,29 @@ def _read_wave(
 
 
 def _raw_batch(rows: list[tuple[Any, ...]], schema: Any) -> Any:
-    """Raw rows (tuples in ``RAW_SCHEMA``'s order) as an Arrow batch; their times are aware
-    datetimes, and go as microseconds since the epoch (a naive one raises)."""
+    """Raw rows (tuples in ``RAW_SCHEMA``'s order) as an Arrow batch. Times are aware
+    datetimes and go as microseconds since the epoch (a naive one raises). A string that
+    holds a lone UTF-16 surrogate (text from a JSON escape of half a pair) is not UTF-8: it
+    goes with each such surrogate replaced by U+FFFD, and the record lands, as when rows went
+    to the JVM as pickles (Java's decoding of their UTF-8 did the same)."""
     import pyarrow as pa
 
     columns = []
     for field, values in zip(schema, zip(*rows, strict=True), strict=True):
         if pa.types.is_timestamp(field.type):
             values = tuple(None if v is None else to_micros(v) for v in values)
-        columns.append(pa.array(values, type=field.type))
+        try:
+            columns.append(pa.array(values, type=field.type))
+        except UnicodeEncodeError:
+            columns.append(pa.array([_utf8(v) for v in values], type=field.type))
     return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _utf8(text: str | None) -> str | None:
+    return None if text is None else _SURROGATE.sub("\ufffd", text)
 
 
 def _wave_progress(ctx: JobContext, path: str) -> list[tuple[Checkpoint, dict[str, int]]]:

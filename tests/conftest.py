@@ -125,7 +125,8 @@ def module_of(nodeid: str) -> str:
 
 class ModuleTimes:
     """Sums each module's test phases as the reports arrive (under pytest-xdist, in the
-    process that runs the workers) and writes them at the end, longest first."""
+    process that runs the workers) and writes them at the end, longest first, over what the
+    file held: a run of some modules keeps the others' seconds."""
 
     def __init__(self, path: str) -> None:
         self.path = Path(path)
@@ -136,7 +137,8 @@ class ModuleTimes:
         self.seconds[module] = self.seconds.get(module, 0.0) + report.duration
 
     def pytest_sessionfinish(self) -> None:
-        ranked = sorted(self.seconds.items(), key=lambda kv: -kv[1])
+        held = json.loads(self.path.read_text()) if self.path.exists() else {}
+        ranked = sorted({**held, **self.seconds}.items(), key=lambda kv: -kv[1])
         text = json.dumps({m: round(s, 1) for m, s in ranked}, indent=1)
         self.path.write_text(text + "\n")
 

@@ -166,6 +166,31 @@ def test_the_jvm_lands_each_line_as_the_reader_does(
     assert got == want
 
 
+def test_a_lone_surrogate_in_a_partition_key_lands_and_fails_nothing(
+    spark: Any, warehouse: str, tmp_path: Path
+) -> None:
+    """A format with in-band markers lands Kinesis-layout lines through the Python reader. A
+    partition key holding half a UTF-16 pair (a JSON escape) is no UTF-8 text: the line still
+    lands, its key with the surrogate replaced by one U+FFFD (as Java decodes its UTF-8 form,
+    ED A0 80, into a string), and the lines around it land as they are. A run that failed
+    here would fail again on every retry."""
+    dump = tmp_path / "shard-000.ndjson"
+    lines = [
+        dump_line(Data=DATA, PartitionKey="before"),
+        dump_line(Data=DATA, PartitionKey="a\ud800b"),
+        dump_line(Data=DATA, PartitionKey="after"),
+    ]
+    assert b"\\ud800" in lines[1]  # the escape itself is in the line
+    dump.write_bytes(b"\n".join(lines) + b"\n")
+
+    stats = land_dump(warehouse, str(dump), "b1", fmt="ydb")
+
+    assert stats["landed"] == 3
+    raw = spark.read.format("delta").load(f"{warehouse}/_cdc/raw").where("kind = 'record'")
+    keys = sorted(r["partition_key"] for r in raw.select("partition_key").collect())
+    assert keys == sorted(["before", "a\ufffdb", "after"])
+
+
 def test_checkpoint_horizons_do_not_move_with_the_drivers_time_zone(
     warehouse: str, tmp_path: Path
 ) -> None:
