@@ -55,6 +55,7 @@ from spark_jobs.common import (
     is_base64,
     source_name,
     start,
+    to_micros,
     write_stats,
 )
 from spark_jobs.landing import (
@@ -73,7 +74,7 @@ from spark_jobs.ledger import union_all
 from spark_jobs.session import session_conf
 
 JOB_NAME = "land_files"
-JOB_VERSION = "1.2.10"
+JOB_VERSION = "1.2.11"
 LAYOUTS = ("kinesis", "kafka", "lines")
 LINE_WIDTH = 20
 SUFFIXES = (".ndjson", ".jsonl", ".json", ".txt", ".RESOLVED")
@@ -95,13 +96,19 @@ def parse_line(line: str) -> tuple[bytes, str | None, dt.datetime | None, str | 
 
 
 def _timestamp(value: Any) -> dt.datetime | None:
+    """An arrival time: seconds since the epoch, or ISO 8601 text (UTC without an offset),
+    at an instant of the years 1-9999 in UTC (as the JVM's reading of the layout has it: a
+    time written with an offset can lie past them)."""
     if value is None:
         return None
     if isinstance(value, int | float) and not isinstance(value, bool):
         return dt.datetime.fromtimestamp(value, dt.UTC)
     if isinstance(value, str):
         parsed = dt.datetime.fromisoformat(value)
-        return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
+        parsed = parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
+        if not MIN_MICROS <= to_micros(parsed) <= MAX_MICROS:
+            raise ValueError(f"{value!r} lies outside the years 1-9999 in UTC")
+        return parsed
     raise ValueError(f"ApproximateArrivalTimestamp {value!r} is not a time")
 
 

@@ -111,6 +111,10 @@ LINES = [
     dump_line(Data=DATA, ApproximateArrivalTimestamp=-1e12),
     dump_line(Data=DATA, ApproximateArrivalTimestamp=253402300800),
     dump_line(Data=DATA, ApproximateArrivalTimestamp=253402300799),
+    # A time written with an offset that puts it past the years 1-9999 in UTC.
+    dump_line(Data=DATA, ApproximateArrivalTimestamp="9999-12-31T23:59:59-01:00"),
+    dump_line(Data=DATA, ApproximateArrivalTimestamp="0001-01-01T00:59:59+01:00"),
+    dump_line(Data=DATA, ApproximateArrivalTimestamp="0001-01-01T01:00:00+01:00"),
     b"[1, 2]",
     b"not json",
     # A document, then more: the reader refuses the line, so nothing after it is lost.
