@@ -56,15 +56,12 @@ lint: $(BIN)/.installed
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy airflow_cdc spark_jobs cdc_demo
 
-# The suite in TEST_WORKERS pytest-xdist workers (README, "make test"); 0 runs it in this
-# process. A module runs whole on one worker, so its module fixtures start once. (xdist's
-# loadgroup would not group: under pytest 9.2 it cannot rename a test's node id.) The
-# modules go out in the order the suite's collection hook gives them (longest first), not
-# re-sorted by how many tests each holds, xdist's default.
+# The suite in TEST_WORKERS pytest-xdist workers (README, "make test"; how they share the
+# modules: pyproject.toml's pytest addopts); 0 runs it in this process.
 TEST_WORKERS ?= 2
 
 test: setup
-	$(BIN)/python -m pytest -q -ra --durations=15 -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
+	$(BIN)/python -m pytest -q -ra --durations=15 -n $(TEST_WORKERS)
 
 test-fast: setup
 	$(BIN)/python -m pytest -q -m "not slow and not spark"

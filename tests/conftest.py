@@ -106,17 +106,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     in their order: under ``make test``'s workers (pytest-xdist, a module to a worker) the
     short modules fill the end of the run, where a long module given out last leaves the
     other worker idle until it ends."""
-    recorded = json.loads(MODULE_TIMES.read_text()) if MODULE_TIMES.exists() else {}
-    kind: dict[str, str] = {}
+    cost = json.loads(MODULE_TIMES.read_text()) if MODULE_TIMES.exists() else {}
+    guessed: dict[str, float] = {}
     for item in items:
         if "spark" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.spark)
-        mine = next((m for m in ("slow", "spark") if item.get_closest_marker(m)), "")
+        kind = next((m for m in ("slow", "spark") if item.get_closest_marker(m)), "")
         module = module_of(item.nodeid)
-        if kind.get(module, "") == "" or mine == "slow":
-            kind[module] = mine
-    cost = {m: recorded.get(m, UNTIMED[k]) for m, k in kind.items()}
-    items.sort(key=lambda item: -cost[module_of(item.nodeid)])
+        guessed[module] = max(guessed.get(module, 0.0), UNTIMED[kind])
+    items.sort(key=lambda item: -cost.get(module_of(item.nodeid), guessed[module_of(item.nodeid)]))
 
 
 def module_of(nodeid: str) -> str:
