@@ -74,7 +74,7 @@ log = logging.getLogger("airflow_cdc.jobs")
 JOB_NAME = "apply_changes"
 # Formats whose every change names its schema: an empty schema names no declared table.
 NAMES_SCHEMAS = ("dsql",)
-JOB_VERSION = "2.7.16"
+JOB_VERSION = "2.7.17"
 
 
 @dataclass(frozen=True)

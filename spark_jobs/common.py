@@ -483,7 +483,15 @@ class WholeJson:
 
     def value(self, wrapped: Column) -> Column:
         """The input's value; SQL NULL where it is not one whole JSON value."""
-        return F.when(self.whole(wrapped), F.try_variant_get(wrapped, "$[0]", "variant"))
+        return F.when(self.whole(wrapped), self.at(wrapped, "$", "variant"))
+
+    @staticmethod
+    def at(wrapped: Column, path: str, kind: str) -> Column:
+        """The input's value at ``path`` (``$``, ``$.a.b``) as ``kind``, where it is one
+        whole JSON value (test :meth:`whole` for that)."""
+        if not path.startswith("$"):
+            raise ValueError(f"a path starts with $: {path!r}")
+        return F.try_variant_get(wrapped, "$[0]" + path[1:], kind)
 
 
 def from_micros(micros: int | None) -> dt.datetime | None:

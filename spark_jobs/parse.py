@@ -208,9 +208,17 @@ def _dsql_fields(records: DataFrame) -> DataFrame:
     """Records with the JSON type and text of every envelope field, each computed once."""
     text = payload_text()
     whole = WholeJson()
+    # Each field straight from the parsed text: taking the document out first would copy it.
+    wrapped, is_whole = F.col("_wrapped"), F.col("_whole")
     atoms = [
-        F.try_variant_get(F.col("_doc"), path, "variant").alias(name)
+        F.when(is_whole, whole.at(wrapped, path, "variant")).alias(name)
         for name, path in _DSQL_FIELDS.items()
+        if name not in _IMAGES
+    ]
+    # An image straight into a map: as a field first, it would be copied twice.
+    images = [
+        F.when(is_whole, whole.at(wrapped, _DSQL_FIELDS[name], IMAGE)).alias(f"{name}_map")
+        for name in _IMAGES
     ]
     fields = (
         records.select(
@@ -221,25 +229,33 @@ def _dsql_fields(records: DataFrame) -> DataFrame:
             text.alias("payload"),
             whole.wrapped(text).alias("_wrapped"),
         )
-        .select("*", whole.value(F.col("_wrapped")).alias("_doc"))
-        .select("*", *atoms)
-        .select(
-            "*",
-            *(
-                F.try_variant_get(F.col(name), "$", IMAGE).alias(f"{name}_map")
-                for name in ("before", "after")
-            ),
-        )
+        .select("*", whole.whole(wrapped).alias("_whole"))
+        .select("*", *atoms, *images)
     )
+    document = whole.at(wrapped, "$", "variant")  # read only where it is not an object
+    document_is_object = whole.at(wrapped, "$", "struct<>").isNotNull()
     return fields.select(
         "record_id",
         "batch_id",
         "arrival_ts",
         "envelope_error",
         "payload",
-        _kind(F.col("_doc")).alias("_doc_t"),
-        *(_kind(F.col(name)).alias(f"{name}_t") for name in _DSQL_FIELDS if name not in _IMAGES),
-        *(_kind(F.col(name), F.col(f"{name}_map")).alias(f"{name}_t") for name in _IMAGES),
+        F.when(is_whole, _kind(document, document_is_object)).alias("_doc_t"),
+        *(
+            _kind(F.col(name), _is_object(F.col(name))).alias(f"{name}_t")
+            for name in _DSQL_FIELDS
+            if name not in _IMAGES
+        ),
+        *(
+            F.when(
+                is_whole,
+                _kind(
+                    whole.at(wrapped, _DSQL_FIELDS[name], "variant"),
+                    F.col(f"{name}_map").isNotNull(),
+                ),
+            ).alias(f"{name}_t")
+            for name in _IMAGES
+        ),
         *(
             F.variant_get(F.col(name), "$", "string").alias(f"{name}_s")
             for name in _DSQL_FIELDS
@@ -260,13 +276,16 @@ def _magnitude(digits: Column) -> Column:
     return F.ltrim(F.regexp_replace(digits, "^-", ""), F.lit("0"))
 
 
-def _kind(value: Column, as_map: Column | None = None) -> Column:
+def _is_object(value: Column) -> Column:
+    """Whether a VARIANT is a JSON object (false where absent): its cast to the struct of no
+    fields copies none of its values, where a cast to a map of them copies them all."""
+    return F.try_variant_get(value, "$", "struct<>").isNotNull()
+
+
+def _kind(value: Column, is_object: Column) -> Column:
     """:func:`json_type`, except that any object is just ``OBJECT``: spelling out an object's
-    whole schema costs more than the rest of a record's parse, and no rule reads it.
-    ``as_map``: the value already read as a map, where it was (the images)."""
-    if as_map is None:
-        as_map = F.try_variant_get(value, "$", "map<string, variant>")
-    return F.when(as_map.isNotNull(), F.lit("OBJECT")).otherwise(json_type(value))
+    whole schema costs more than the rest of a record's parse, and no rule reads it."""
+    return F.when(is_object, F.lit("OBJECT")).otherwise(json_type(value))
 
 
 def _dsql_error(f: _Fields, most: int) -> Column:

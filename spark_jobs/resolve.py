@@ -315,18 +315,27 @@ def _finish(
     )
     if missing:
         error = _error("missing_key", F.lit(f"key columns {missing} are not declared"))
+    # Only columns decoded by their full rules can hold a special marker.
+    markers = [
+        F.struct(F.lit(name).alias("k"), special.alias("v"))
+        for name, special in ((c.name, decoded[c.name].special) for c in spec.columns)
+        if special is not None
+    ]
+    no_strings = F.create_map().cast("map<string,string>")
     specials = (
-        F.array(
-            *[
-                F.struct(F.lit(c.name).alias("k"), decoded[c.name].special.alias("v"))
-                for c in spec.columns
-            ]
-        )
-        if spec.columns
-        else F.array()
+        F.map_from_entries(F.filter(F.array(*markers), lambda e: e["v"].isNotNull()))
+        if markers
+        else no_strings
     )
-    undeclared = F.map_filter(img, lambda k, _: ~k.isin(*declared)) if declared else img
-    untyped = F.transform_values(undeclared, lambda _, v: decode_value(_UNTYPED, v).value)
+    untyped = F.transform_values(
+        F.map_filter(img, lambda k, _: ~k.isin(*declared)) if declared else img,
+        lambda _, v: decode_value(_UNTYPED, v).value,
+    )
+    if declared:  # most images name declared columns only: no lambda over them
+        names = F.array(*(F.lit(n) for n in declared))
+        untyped = F.when(F.size(F.array_except(F.map_keys(img), names)) == 0, no_strings).otherwise(
+            untyped
+        )
     set_columns = F.array_sort(F.filter(F.map_keys(img), lambda k: ~k.isin(*keys)))
     return frame.select(
         *[decoded[c.name].value.alias(c.name) for c in spec.columns],
@@ -338,12 +347,8 @@ def _finish(
         F.col("members").alias("_cdc_members"),
         F.col("partition").alias("_cdc_partition"),
         F.col("position").alias("_cdc_position"),
-        F.when(F.col("_delete"), F.create_map().cast("map<string,string>"))
-        .otherwise(untyped)
-        .alias("_cdc_extra"),
-        F.map_from_entries(F.filter(specials, lambda e: e["v"].isNotNull())).alias(
-            "_cdc_special_values"
-        ),
+        F.when(F.col("_delete"), no_strings).otherwise(untyped).alias("_cdc_extra"),
+        specials.alias("_cdc_special_values"),
         F.when(F.coalesce(F.col("partial"), F.lit(False)) & ~F.col("_delete"), set_columns).alias(
             "_cdc_set_columns"
         ),

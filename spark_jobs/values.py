@@ -89,8 +89,15 @@ class DecodedColumn:
     """The three columns of one decoded value; all null for an absent value or JSON null."""
 
     value: Column  # of the column's Spark type
-    special: Column  # STRING: the special marker where the value had to be null
+    # STRING: the special marker where the value had to be null; None where no value of the
+    # column can have one (the common forms)
+    special: Column | None
     error: Column  # STRING: null when the value decodes, else what is wrong
+
+    @property
+    def marker(self) -> Column:
+        """:attr:`special` as a column: null throughout where the column has none."""
+        return F.lit(None).cast("string") if self.special is None else self.special
 
 
 @dataclass(frozen=True)
@@ -137,7 +144,9 @@ class _Json:
     @functools.cached_property
     def int64(self) -> Column:
         # Only integral JSON numbers are read as numbers: a failed cast costs an exception.
-        int64 = F.when(self.kind.isin(*_INT_KINDS), F.try_variant_get(self.variant, "$", "bigint"))
+        # Their JSON text is their digits, and a cast from it is cheaper than variant_get's
+        # (which builds and evaluates a Cast expression per value).
+        int64 = F.when(self.kind.isin(*_INT_KINDS), F.to_json(self.variant).try_cast("bigint"))
         return self.stage("int64", int64, level=1)
 
     @functools.cached_property
@@ -366,8 +375,13 @@ def _numeric_fast(column: ColumnSpec, json: _Json) -> tuple[Column, Column]:
     # A JSON number (CockroachDB's DECIMAL) that VARIANT holds as an exact decimal or an
     # integer whose digits fit on each side of the point: the cast is then exact.
     whole_digits = precision - scale
+    # Only a decimal's kind is read: a cast of the empty text that another kind leaves costs
+    # an exception per value, even in ``try_cast``.
     number_precision, number_scale = (
-        F.regexp_extract(json.kind, r"^DECIMAL\((\d+),(\d+)\)\z", group).try_cast("int")
+        F.when(
+            json.kind.startswith("DECIMAL("),
+            F.regexp_extract(json.kind, r"^DECIMAL\((\d+),(\d+)\)\z", group).try_cast("int"),
+        )
         for group in (1, 2)
     )
     decimal = (number_scale <= scale) & (number_precision - number_scale <= whole_digits)
@@ -696,7 +710,7 @@ def decode_fast(
         common[column.name] = ~json.present | applies
         parts[column.name] = DecodedColumn(
             value=F.when(json.present & applies, value).cast(spark_type(column)),
-            special=F.lit(None).cast("string"),
+            special=None,
             error=F.lit(None).cast("string"),
         )
         staged.update(json.levels[0])

@@ -446,7 +446,7 @@ def cells(
             F.struct(
                 *([common[s.name].alias("common")] if common is not None else []),
                 parts[s.name].value.alias("value"),
-                parts[s.name].special.alias("special"),
+                parts[s.name].marker.alias("special"),
                 parts[s.name].error.alias("error"),
             ).alias(s.name)
             for s in specs

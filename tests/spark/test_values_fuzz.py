@@ -1192,7 +1192,7 @@ def decoded(spark: Any, cases: dict[ColumnSpec, list[str]], fast: bool) -> dict[
                 F.col(slots[s.name]).isNull().alias("unparsed"),
                 common[s.name].alias("common"),
                 _collected(s, parts[s.name].value).alias("value"),
-                parts[s.name].special.alias("special"),
+                parts[s.name].marker.alias("special"),
                 parts[s.name].error.alias("error"),
             ).alias(s.name)
             for s in specs
