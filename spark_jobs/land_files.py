@@ -74,7 +74,7 @@ from spark_jobs.ledger import union_all
 from spark_jobs.session import session_conf
 
 JOB_NAME = "land_files"
-JOB_VERSION = "1.2.11"
+JOB_VERSION = "1.2.12"
 LAYOUTS = ("kinesis", "kafka", "lines")
 LINE_WIDTH = 20
 SUFFIXES = (".ndjson", ".jsonl", ".json", ".txt", ".RESOLVED")
@@ -353,20 +353,28 @@ def kinesis_dump_records(ctx: JobContext, source: str, tasks: list[ShardTask]) -
     numbered = numbered_lines(ctx, tasks)
     # Each part once, in its own projection: Spark would otherwise copy the extraction of the
     # (large) Data text into every rule and output that reads it.
+    # Each field straight from the parsed line, and Data only as its text: a copy of the
+    # document or of Data as a VARIANT would copy the (large) Data text again.
     whole = WholeJson()
+    lines = F.col("_lines")
     fields = numbered.select("*", whole.wrapped(F.col("line")).alias("_lines"))
-    fields = fields.select("*", whole.value(F.col("_lines")).alias("_doc"))
+    fields = fields.select("*", whole.whole(lines).alias("_whole"))
     fields = fields.select(
         "*",
-        F.schema_of_variant("_doc").alias("_kind"),
-        F.try_variant_get("_doc", "$.Data", "variant").alias("_data"),
-        F.try_variant_get("_doc", "$.ApproximateArrivalTimestamp", "variant").alias("_arrival"),
-        F.try_variant_get("_doc", "$.PartitionKey", "variant").alias("_partition"),
+        *(
+            F.when(F.col("_whole"), column).alias(name)
+            for name, column in (
+                ("_object", whole.at(lines, "$", "struct<>").isNotNull()),
+                # Only a JSON string casts to bytes (JSON has no binary values).
+                ("_data_bytes", whole.at(lines, "$.Data", "binary")),
+                ("_arrival", whole.at(lines, "$.ApproximateArrivalTimestamp", "variant")),
+                ("_partition", whole.at(lines, "$.PartitionKey", "variant")),
+            )
+        ),
     )
     fields = fields.select(
         "*",
-        F.schema_of_variant("_data").alias("_data_kind"),
-        F.try_variant_get("_data", "$", "string").alias("_data_text"),
+        F.col("_data_bytes").cast("string").alias("_data_text"),
         F.schema_of_variant("_arrival").alias("_arrival_kind"),
         F.schema_of_variant("_partition").alias("_partition_kind"),
     )
@@ -389,11 +397,7 @@ def kinesis_dump_records(ctx: JobContext, source: str, tasks: list[ShardTask]) -
     fields = fields.select("*", arrival_ts.alias("_arrival_ts"))
     error = (
         F.when(
-            ~F.coalesce(F.col("_kind").startswith("OBJECT"), F.lit(False)),
-            F.lit("bad dump line: a line must be an object with a base64 Data field"),
-        )
-        .when(
-            F.coalesce(F.col("_data_kind") != "STRING", F.lit(True)),
+            ~F.coalesce(F.col("_object"), F.lit(False)) | data_text.isNull(),
             F.lit("bad dump line: a line must be an object with a base64 Data field"),
         )
         .when(~is_base64(data_text), F.lit("bad dump line: Data is not Base64"))
