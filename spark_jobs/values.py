@@ -123,6 +123,7 @@ class _Json:
         self.variant = value
         self.prefix = prefix
         self.levels: tuple[dict[str, Column], ...] = tuple({} for _ in range(LEVELS))
+        self._read: dict[str, Column] = {}
 
     # Each level-1 part is staged when a decoder first refers to it: the fast forms
     # (:func:`decode_fast`) stage only the few they read.
@@ -196,12 +197,15 @@ class _Json:
             return self._string
         if spark == "decimal(38,0)":
             return self._integral
-        readable = {
-            "double": self.is_number,
-            "boolean": self.of("BOOLEAN"),
-            "array<variant>": F.coalesce(self.kind.startswith("ARRAY"), F.lit(False)),
-        }[spark]
-        return F.when(readable, F.try_variant_get(self.variant, "$", spark))
+        if spark not in self._read:  # once per value: a decoder may refer to it many times
+            readable = {
+                "double": self.is_number,
+                "boolean": self.of("BOOLEAN"),
+                "array<variant>": F.coalesce(self.kind.startswith("ARRAY"), F.lit(False)),
+            }[spark]
+            read = F.when(readable, F.try_variant_get(self.variant, "$", spark))
+            self._read[spark] = self.stage(spark.replace("<", "_").replace(">", ""), read, level=1)
+        return self._read[spark]
 
 
 def decode_value(column: ColumnSpec, value: Column) -> DecodedColumn:
@@ -599,7 +603,8 @@ def _json(column: ColumnSpec, json: _Json) -> _Result:
     # as \u0000, once each escaped backslash is \u005c (so "\\ud800" stays text).
     unpaired = F.regexp_replace(text, r"\\\\", r"\\u005c")
     checked = F.regexp_replace(unpaired, r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}", r"\\u0000")
-    valid = F.coalesce(parsed.whole(parsed.wrapped(checked)), F.lit(False))
+    # Staged: the value and the problem both read it, and it parses the text.
+    valid = json.stage("json_ok", F.coalesce(parsed.whole(parsed.wrapped(checked)), F.lit(False)))
     value = F.when(structured, F.to_json(json.variant)).when(json.is_string & valid, text)
     problem = F.when(~(structured | json.is_string), F.lit("is not JSON")).when(
         json.is_string & ~valid, F.lit("is not JSON text")
@@ -694,7 +699,7 @@ def decode_fast(
     """
     parts: dict[str, DecodedColumn] = {}
     common: dict[str, Column] = {}
-    staged: dict[str, Column] = {}
+    levels: list[dict[str, Column]] = [{} for _ in range(LEVELS)]
     for column in columns:
         json = _Json(F.col(slots[column.name]), prefix=f"{slots[column.name]}f")
         fast = _FAST.get(column.pg_type)
@@ -713,10 +718,9 @@ def decode_fast(
             special=None,
             error=F.lit(None).cast("string"),
         )
-        staged.update(json.levels[0])
-        if any(json.levels[1:]):
-            raise AssertionError(f"the common form of {column.pg_type} stages past level 1")
-    return frame.select("*", *(e.alias(n) for n, e in staged.items())), parts, common
+        for mine, theirs in zip(levels, json.levels, strict=True):
+            mine.update(theirs)
+    return _project(frame, levels), parts, common
 
 
 def decode_columns(
@@ -735,6 +739,13 @@ def decode_columns(
         parts[column.name] = _decoded(column, json)
         for mine, theirs in zip(levels, json.levels, strict=True):
             mine.update(theirs)
+    return _project(frame, levels), parts
+
+
+def _project(frame: DataFrame, levels: list[dict[str, Column]]) -> DataFrame:
+    """``frame`` with the staged columns of each level, one projection per level that has
+    any."""
     for level in levels:
-        frame = frame.select("*", *(e.alias(n) for n, e in level.items()))
-    return frame, parts
+        if level:
+            frame = frame.select("*", *(e.alias(n) for n, e in level.items()))
+    return frame
