@@ -467,8 +467,9 @@ class WholeJson:
 
     The text is parsed as the first element of an array whose second is a text no input
     holds (new for each instance): the second element is that text only when the input is
-    one whole value. Stage :meth:`wrapped` as a column, then take :meth:`value` of it, so
-    that the text is parsed once."""
+    one whole value. Stage :meth:`wrapped` as a column, then read the value's fields
+    from it with :meth:`at` where :meth:`whole` holds, so that the text is parsed once and
+    the value is never copied whole."""
 
     def __init__(self) -> None:
         self.end = uuid.uuid4().hex
@@ -480,10 +481,6 @@ class WholeJson:
         """Whether the input is one whole JSON value: true, or null where it is not (SQL
         NULL, text that does not parse) or false where it parses as more than one value."""
         return F.try_variant_get(wrapped, "$[1]", "string") == self.end
-
-    def value(self, wrapped: Column) -> Column:
-        """The input's value; SQL NULL where it is not one whole JSON value."""
-        return F.when(self.whole(wrapped), self.at(wrapped, "$", "variant"))
 
     @staticmethod
     def at(wrapped: Column, path: str, kind: str) -> Column:

@@ -352,9 +352,9 @@ def kinesis_dump_records(ctx: JobContext, source: str, tasks: list[ShardTask]) -
     row per line (blank ones are marked ``_blank`` and land nothing)."""
     numbered = numbered_lines(ctx, tasks)
     # Each part once, in its own projection: Spark would otherwise copy the extraction of the
-    # (large) Data text into every rule and output that reads it.
-    # Each field straight from the parsed line, and Data only as its text: a copy of the
-    # document or of Data as a VARIANT would copy the (large) Data text again.
+    # (large) Data text into every rule and output that reads it. Each field is read straight
+    # from the parsed line, Data as bytes then text: the document or Data taken out as a
+    # VARIANT first would copy the Data text again.
     whole = WholeJson()
     lines = F.col("_lines")
     fields = numbered.select("*", whole.wrapped(F.col("line")).alias("_lines"))

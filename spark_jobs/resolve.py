@@ -321,21 +321,19 @@ def _finish(
         for name, special in ((c.name, decoded[c.name].special) for c in spec.columns)
         if special is not None
     ]
-    no_strings = F.create_map().cast("map<string,string>")
+    empty_map = F.create_map().cast("map<string,string>")
     specials = (
         F.map_from_entries(F.filter(F.array(*markers), lambda e: e["v"].isNotNull()))
         if markers
-        else no_strings
+        else empty_map
     )
     untyped = F.transform_values(
         F.map_filter(img, lambda k, _: ~k.isin(*declared)) if declared else img,
         lambda _, v: decode_value(_UNTYPED, v).value,
     )
-    if declared:  # most images name declared columns only: no lambda over them
-        names = F.array(*(F.lit(n) for n in declared))
-        untyped = F.when(F.size(F.array_except(F.map_keys(img), names)) == 0, no_strings).otherwise(
-            untyped
-        )
+    # Most images name declared columns only: they skip the lambdas over their entries.
+    only_declared = F.size(F.array_except(F.map_keys(img), F.array(*map(F.lit, declared)))) == 0
+    undeclared = F.when(only_declared, empty_map).otherwise(untyped) if declared else untyped
     set_columns = F.array_sort(F.filter(F.map_keys(img), lambda k: ~k.isin(*keys)))
     return frame.select(
         *[decoded[c.name].value.alias(c.name) for c in spec.columns],
@@ -347,7 +345,7 @@ def _finish(
         F.col("members").alias("_cdc_members"),
         F.col("partition").alias("_cdc_partition"),
         F.col("position").alias("_cdc_position"),
-        F.when(F.col("_delete"), no_strings).otherwise(untyped).alias("_cdc_extra"),
+        F.when(F.col("_delete"), empty_map).otherwise(undeclared).alias("_cdc_extra"),
         specials.alias("_cdc_special_values"),
         F.when(F.coalesce(F.col("partial"), F.lit(False)) & ~F.col("_delete"), set_columns).alias(
             "_cdc_set_columns"

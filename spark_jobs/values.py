@@ -86,18 +86,13 @@ LEVELS = 5
 
 @dataclass(frozen=True)
 class DecodedColumn:
-    """The three columns of one decoded value; all null for an absent value or JSON null."""
+    """The columns of one decoded value; all null for an absent value or JSON null."""
 
     value: Column  # of the column's Spark type
-    # STRING: the special marker where the value had to be null; None where no value of the
-    # column can have one (the common forms)
+    # STRING: the special marker where the value had to be null; None where these parts
+    # never carry one (:func:`decode_fast`'s)
     special: Column | None
     error: Column  # STRING: null when the value decodes, else what is wrong
-
-    @property
-    def marker(self) -> Column:
-        """:attr:`special` as a column: null throughout where the column has none."""
-        return F.lit(None).cast("string") if self.special is None else self.special
 
 
 @dataclass(frozen=True)
@@ -691,7 +686,9 @@ def decode_fast(
 ) -> tuple[DataFrame, dict[str, DecodedColumn], dict[str, Column]]:
     """Decode many columns by their common forms only (as :func:`decode_columns` takes them).
 
-    Returns the frame with the few parts the common forms read, each column's parts, and
+    Returns the frame with the parts the decoders stage (few: the common forms read the
+    JSON type and the text or integer, the other families what their rules read), each
+    column's parts, and
     per column ``common``: whether the row's value is absent, null or in its common form.
     Where it holds, the column's parts equal :func:`decode_columns`'s (no error, no special
     marker); elsewhere the value needs the full rules. The families without a costly rule

@@ -20,7 +20,7 @@ from airflow_cdc.core import jsontext
 from airflow_cdc.core.ddl import ColumnSpec
 from airflow_cdc.core.exceptions import DecodeError
 from airflow_cdc.core.types import decode, decode_undeclared
-from spark_jobs.values import decode_columns, decode_fast
+from spark_jobs.values import DecodedColumn, decode_columns, decode_fast
 
 pytestmark = pytest.mark.spark
 
@@ -368,6 +368,13 @@ def core(column: ColumnSpec, text: str) -> tuple[str, Any, Any]:
     return core_of_value(column, jsontext.loads(text))
 
 
+def special_of(part: DecodedColumn) -> Any:
+    """A decoded column's special marker as a column (null throughout where it has none)."""
+    from pyspark.sql import functions as F
+
+    return F.lit(None).cast("string") if part.special is None else part.special
+
+
 def core_of_value(column: ColumnSpec, value: Any) -> tuple[str, Any, Any]:
     """The core's outcome for a parsed JSON value: ok with the value and special marker, or
     an error."""
@@ -446,7 +453,7 @@ def cells(
             F.struct(
                 *([common[s.name].alias("common")] if common is not None else []),
                 parts[s.name].value.alias("value"),
-                parts[s.name].marker.alias("special"),
+                special_of(parts[s.name]).alias("special"),
                 parts[s.name].error.alias("error"),
             ).alias(s.name)
             for s in specs

@@ -46,7 +46,14 @@ from airflow_cdc.core.types import (
     family_of,
 )
 from spark_jobs.values import decode_columns, decode_fast
-from tests.spark.test_values import CASES, case_frame, core, core_of_value, normalized
+from tests.spark.test_values import (
+    CASES,
+    case_frame,
+    core,
+    core_of_value,
+    normalized,
+    special_of,
+)
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -1192,7 +1199,7 @@ def decoded(spark: Any, cases: dict[ColumnSpec, list[str]], fast: bool) -> dict[
                 F.col(slots[s.name]).isNull().alias("unparsed"),
                 common[s.name].alias("common"),
                 _collected(s, parts[s.name].value).alias("value"),
-                parts[s.name].marker.alias("special"),
+                special_of(parts[s.name]).alias("special"),
                 parts[s.name].error.alias("error"),
             ).alias(s.name)
             for s in specs
