@@ -456,8 +456,10 @@ def delete_stale(ctx: JobContext, path: str, older_than: float) -> list[str]:
 def is_base64(text: Column) -> Column:
     """Whether ``text`` is padded standard Base64: alphabet characters, at most two ``=`` at
     the end, a length that is a multiple of four (the same strings as groups of four with an
-    optional padded last group, without a regex that backtracks over long values)."""
-    return text.rlike(r"^[A-Za-z0-9+/]*={0,2}\z") & (F.length(text) % 4 == 0)
+    optional padded last group, without a regex that backtracks over long values). The
+    length is counted in bytes, which the text keeps (characters are counted by a scan):
+    Base64 text is ASCII, so where the regex holds the two counts agree."""
+    return (F.octet_length(text) % 4 == 0) & text.rlike(r"^[A-Za-z0-9+/]*={0,2}\z")
 
 
 class WholeJson:
