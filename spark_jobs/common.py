@@ -462,6 +462,16 @@ def is_base64(text: Column) -> Column:
     return (F.octet_length(text) % 4 == 0) & text.rlike(r"^[A-Za-z0-9+/]*={0,2}\z")
 
 
+def is_object(value: Column) -> Column:
+    """Whether a VARIANT is a JSON object (false where absent). The test is a cast to the
+    struct of no fields, which copies none of the object's values (a cast to a map of them,
+    or spelling out its schema, would read them all)."""
+    return F.try_variant_get(value, "$", _NO_FIELDS).isNotNull()
+
+
+_NO_FIELDS = "struct<>"
+
+
 class WholeJson:
     """JSON text parsed as a VARIANT only when it is one whole JSON value, as Python's
     ``json.loads`` takes it: Spark's parser reads a document's first value and ignores what
@@ -491,6 +501,11 @@ class WholeJson:
         if not path.startswith("$"):
             raise ValueError(f"a path starts with $: {path!r}")
         return F.try_variant_get(wrapped, "$[0]" + path[1:], kind)
+
+    @classmethod
+    def is_object_at(cls, wrapped: Column, path: str = "$") -> Column:
+        """:func:`is_object` of the input's value at ``path``, without taking it out."""
+        return cls.at(wrapped, path, _NO_FIELDS).isNotNull()
 
 
 def from_micros(micros: int | None) -> dt.datetime | None:

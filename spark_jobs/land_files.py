@@ -364,7 +364,7 @@ def kinesis_dump_records(ctx: JobContext, source: str, tasks: list[ShardTask]) -
         *(
             F.when(F.col("_whole"), column).alias(name)
             for name, column in (
-                ("_object", whole.at(lines, "$", "struct<>").isNotNull()),
+                ("_object", whole.is_object_at(lines)),
                 # Only a JSON string casts to bytes (JSON has no binary values).
                 ("_data_bytes", whole.at(lines, "$.Data", "binary")),
                 ("_arrival", whole.at(lines, "$.ApproximateArrivalTimestamp", "variant")),

@@ -29,7 +29,7 @@ from airflow_cdc.core.events import ChangeRecord, Control, Fragment, Message
 from airflow_cdc.core.exceptions import RecordFormatError
 from airflow_cdc.core.formats import parser_for
 from airflow_cdc.core.formats.common import RecordLimits
-from spark_jobs.common import WholeJson, arrow_batch
+from spark_jobs.common import WholeJson, arrow_batch, is_object
 from spark_jobs.schemas import struct
 
 IMAGE = "MAP<STRING, VARIANT>"
@@ -233,7 +233,7 @@ def _dsql_fields(records: DataFrame) -> DataFrame:
         .select("*", *atoms, *images)
     )
     document = whole.at(wrapped, "$", "variant")  # read only where it is not an object
-    document_is_object = whole.at(wrapped, "$", "struct<>").isNotNull()
+    document_is_object = whole.is_object_at(wrapped)
     return fields.select(
         "record_id",
         "batch_id",
@@ -242,7 +242,7 @@ def _dsql_fields(records: DataFrame) -> DataFrame:
         "payload",
         F.when(is_whole, _kind(document, document_is_object)).alias("_doc_t"),
         *(
-            _kind(F.col(name), _is_object(F.col(name))).alias(f"{name}_t")
+            _kind(F.col(name), is_object(F.col(name))).alias(f"{name}_t")
             for name in _DSQL_FIELDS
             if name not in _IMAGES
         ),
@@ -274,12 +274,6 @@ def _magnitude(digits: Column) -> Column:
     """An integer's digits without its sign and leading zeros ("" for zero, however it is
     written): a negative ``ts_ns`` other than zero is refused before its sequence is read."""
     return F.ltrim(F.regexp_replace(digits, "^-", ""), F.lit("0"))
-
-
-def _is_object(value: Column) -> Column:
-    """Whether a VARIANT is a JSON object (false where absent): its cast to the struct of no
-    fields copies none of its values, where a cast to a map of them copies them all."""
-    return F.try_variant_get(value, "$", "struct<>").isNotNull()
 
 
 def _kind(value: Column, is_object: Column) -> Column:

@@ -316,9 +316,10 @@ def _finish(
     if missing:
         error = _error("missing_key", F.lit(f"key columns {missing} are not declared"))
     # Only columns decoded by their full rules can hold a special marker.
+    marked = {c.name: decoded[c.name].special for c in spec.columns}
     markers = [
         F.struct(F.lit(name).alias("k"), special.alias("v"))
-        for name, special in ((c.name, decoded[c.name].special) for c in spec.columns)
+        for name, special in marked.items()
         if special is not None
     ]
     empty_map = F.create_map().cast("map<string,string>")

@@ -132,12 +132,6 @@ class _Json:
         return self.stage("present", present, level=1)
 
     @functools.cached_property
-    def _string(self) -> Column:
-        # Text forms only for JSON strings: every regex then skips the other values.
-        string = F.when(self.kind == "STRING", F.try_variant_get(self.variant, "$", "string"))
-        return self.stage("string", string, level=1)
-
-    @functools.cached_property
     def int64(self) -> Column:
         # Only integral JSON numbers are read as numbers: a failed cast costs an exception.
         # Their JSON text is their digits, and a cast from it is cheaper than variant_get's
@@ -188,12 +182,14 @@ class _Json:
         return self.of("STRING")
 
     def get(self, spark: str) -> Column:
-        if spark == "string":
-            return self._string
+        """The value as ``spark``, where its JSON type reads as that (text forms only for
+        JSON strings: every regex then skips the other values); staged, so read once per
+        value however many times a decoder refers to it."""
         if spark == "decimal(38,0)":
             return self._integral
-        if spark not in self._read:  # once per value: a decoder may refer to it many times
+        if spark not in self._read:
             readable = {
+                "string": self.is_string,
                 "double": self.is_number,
                 "boolean": self.of("BOOLEAN"),
                 "array<variant>": F.coalesce(self.kind.startswith("ARRAY"), F.lit(False)),

@@ -114,7 +114,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         kind = next((m for m in ("slow", "spark") if item.get_closest_marker(m)), "")
         module = module_of(item.nodeid)
         guessed[module] = max(guessed.get(module, 0.0), UNTIMED[kind])
-    items.sort(key=lambda item: -cost.get(module_of(item.nodeid), guessed[module_of(item.nodeid)]))
+    seconds = {module: cost.get(module, guess) for module, guess in guessed.items()}
+    items.sort(key=lambda item: -seconds[module_of(item.nodeid)])
 
 
 def module_of(nodeid: str) -> str:
