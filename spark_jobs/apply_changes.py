@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from delta.tables import DeltaTable
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
 
 from airflow_cdc.core.columns import MAX_ADDED_COLUMNS, MAX_COLUMNS_PER_RECORD
@@ -58,6 +58,7 @@ from spark_jobs.common import (
     at_least,
     base_parser,
     fault_point,
+    from_micros,
     in_parallel,
     instant,
     positive_count,
@@ -67,7 +68,7 @@ from spark_jobs.common import (
     write_stats,
 )
 from spark_jobs.ledger import CONTROL, QUARANTINED, Outcomes, per_record, union_all
-from spark_jobs.parse import parse_records
+from spark_jobs.parse import RTYPES, parse_records
 from spark_jobs.session import fit_codegen
 
 log = logging.getLogger("airflow_cdc.jobs")
@@ -142,6 +143,34 @@ def keep_payloads(parsed: DataFrame) -> DataFrame:
     """Parsed records with the payload of the kinds in :data:`PAYLOAD_KEPT` only."""
     kept = F.col("rtype").isin(*PAYLOAD_KEPT)
     return parsed.withColumn("payload", F.when(kept, F.col("payload")))
+
+
+@dataclass(frozen=True)
+class ParsedFacts:
+    """What the batch's parse counted as its checkpoint was written (no query of its own)."""
+
+    kinds: dict[str, int]  # records per kind (``rtype``), of the kinds present
+    newest: dt.datetime | None  # the newest arrival
+
+
+def parse_batch(
+    todo: DataFrame, fmt: str, record_limits: RecordLimits
+) -> tuple[DataFrame, ParsedFacts]:
+    """The records parsed (:func:`keep_payloads`) and materialized, and their facts."""
+    seen = Observation()
+    kind = F.col("rtype")
+    parsed = (
+        keep_payloads(parse_records(todo, fmt, record_limits))
+        .observe(
+            seen,
+            *[F.count_if(kind == name).alias(name) for name in RTYPES],
+            F.unix_micros(F.max("arrival_ts")).alias("newest"),
+        )
+        .localCheckpoint()
+    )
+    got = seen.get
+    kinds = {name: int(got[name]) for name in RTYPES if got[name]}
+    return parsed, ParsedFacts(kinds, from_micros(got["newest"]))
 
 
 def batch_size(ctx: JobContext, source: str) -> int:
@@ -580,14 +609,15 @@ def histories_of(args: Any) -> frozenset[TableRef]:
 
 
 def settle(
-    parsed: DataFrame, buffered: DataFrame, args: Any, wall: dt.datetime
+    newest: dt.datetime | None, buffered: DataFrame, args: Any, wall: dt.datetime
 ) -> reassemble.Settlement:
     """Settle the buffered fragment sets (none buffered, nothing to settle), aged by the
-    stream's newest arrival and by ``wall``."""
+    stream's newest arrival (the batch's, ``newest``, or the open state's) and by ``wall``."""
     if buffered.isEmpty():
         return reassemble.nothing_to_settle(buffered)
+    arrivals = [t for t in (newest, reassemble.stream_time(buffered)) if t is not None]
     clock = reassemble.Clock(
-        reassemble.stream_time(parsed, buffered),
+        max(arrivals, default=None),
         dt.timedelta(seconds=args.max_pending_age_seconds),
         wall,
         dt.timedelta(seconds=args.max_pending_wall_seconds),
@@ -625,7 +655,7 @@ def run(ctx: JobContext, args: Any) -> dict[str, Any]:
     if carried_ends is not None:
         todo = todo.join(carried_ends.select("record_id"), "record_id", "left_anti")
     record_limits = RecordLimits(args.max_fragments_per_image, args.max_number_length)
-    parsed = keep_payloads(parse_records(todo, args.format, record_limits)).localCheckpoint()
+    parsed, facts = parse_batch(todo, args.format, record_limits)
     record_outcomes(parsed, outcomes, tracking=args.transactions)
     state, had_state = open_sets(ctx, source, holding.before if holding else None)
     wall = dt.datetime.now(dt.UTC)
@@ -637,7 +667,7 @@ def run(ctx: JobContext, args: Any) -> dict[str, Any]:
             wall - dt.timedelta(seconds=args.max_pending_wall_seconds),
         )
     buffered = buffer(parsed, state, source, wall).localCheckpoint()
-    settlement = settle(parsed, buffered, args, wall)
+    settlement = settle(facts.newest, buffered, args, wall)
     for frame in settlement.statuses:
         outcomes.status(frame)
     for frame in settlement.quarantined:
@@ -669,10 +699,7 @@ def run(ctx: JobContext, args: Any) -> dict[str, Any]:
         refuse_late,
         histories_of(args),
     )
-    stats["parsed"] = {
-        r["rtype"]: int(r["n"])
-        for r in parsed.groupBy("rtype").agg(F.count(F.lit(1)).alias("n")).collect()
-    }
+    stats["parsed"] = facts.kinds
     commit_bookkeeping(ctx, source, outcomes, payloads, settlement.state, had_state, holding)
     if holding is not None and holding.cut is not cutting.NO_CUT:
         kept = history_tables(args.history, specs, args.default_schema)

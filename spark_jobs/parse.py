@@ -33,6 +33,8 @@ from spark_jobs.common import WholeJson, arrow_batch, is_object
 from spark_jobs.schemas import struct
 
 IMAGE = "MAP<STRING, VARIANT>"
+# What a parsed record is (``rtype``).
+RTYPES = ("change", "chunked", "fragment", "control", "error")
 # Columns every parser produces; images are JSON text here and maps after parse_records.
 _TEXT_DDL = (
     "record_id STRING, batch_id STRING, arrival_ts TIMESTAMP, rtype STRING, reason STRING,"

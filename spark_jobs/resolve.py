@@ -20,7 +20,7 @@ import logging
 from dataclasses import dataclass, replace
 
 from delta.tables import DeltaTable
-from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, Observation, SparkSession, Window
 from pyspark.sql import functions as F
 
 from airflow_cdc.core.columns import admit
@@ -165,19 +165,26 @@ def decode_changes(
     for the changes that hold another value, and there only for the columns that do: one
     pass decodes every change by the common forms and marks those changes, a second decodes
     them again (few; none in most batches). The result does not depend on that choice."""
-    first = _decode(changes, spec, types, max_columns).localCheckpoint()
     rare = F.col("_cdc_rare")
+    # Counted as the checkpoint is written, not by a query of their own: the marked changes,
+    # and the columns that need the full rules (a set of name lists: its size follows their
+    # combinations, not the marked changes).
+    marks = Observation()
+    first = (
+        _decode(changes, spec, types, max_columns)
+        .observe(
+            marks,
+            F.count(rare).alias("marked"),
+            F.array_distinct(F.flatten(F.collect_set(rare["columns"]))).alias("columns"),
+        )
+        .localCheckpoint()
+    )
     common_rows = first.where(rare.isNull()).drop("_cdc_rare")
-    # One query over the marked changes: how many, and the columns that need the full rules
-    # (a set of name lists: its size follows their combinations, not the marked changes).
-    marked = first.where(rare.isNotNull())
-    found = marked.agg(
-        F.count(F.lit(1)), F.array_distinct(F.flatten(F.collect_set(rare["columns"])))
-    ).first()
-    if found is None or not found[0]:
+    found = marks.get
+    if not found["marked"]:
         return common_rows
-    again = marked.select("_cdc_rare.change.*")
-    second = _decode(again, spec, types, max_columns, full=set(found[1]))
+    again = first.where(rare.isNotNull()).select("_cdc_rare.change.*")
+    second = _decode(again, spec, types, max_columns, full=set(found["columns"]))
     return common_rows.unionByName(second.localCheckpoint())
 
 
