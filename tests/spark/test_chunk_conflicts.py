@@ -97,6 +97,8 @@ def test_two_records_under_one_chunk_id_are_quarantined(
     assert len(quarantine) == 4
     assert {r["reason"] for r in quarantine} == {"chunk_id_conflict"}
     assert all(r["payload"] and "shared" in r["detail"] for r in quarantine)
+    # The parse counted its records by kind as it wrote them: the deliveries above.
+    assert stats["apply"]["parsed"] == {"chunked": 2, "fragment": 2, "change": 1}
     accounting = stats["apply"]["accounting"]
     assert accounting["quarantined"] == 4 and accounting["applied"] == 1
     assert accounting["pending"] == 0 and accounting["duplicate"] == 0
@@ -115,6 +117,7 @@ def test_the_same_chunked_record_twice_is_a_duplicate(spark: Any, tmp_path: Path
     land_dump(warehouse, str(tmp_path / "dump"), "b1")
     stats = process(warehouse, "b1", ddl=DDL)
 
+    assert stats["apply"]["parsed"] == {"chunked": 2, "fragment": 1}
     accounting = stats["apply"]["accounting"]
     # One record waits for its second fragment; its redelivery is a duplicate.
     assert accounting["duplicate"] == 1 and accounting["quarantined"] == 0
