@@ -12,7 +12,11 @@ reports for the last run:
   threads overlap (a call waits while the other thread's job runs): ``--serial`` applies
   one table at a time, for figures that add up to the wall time;
 * the Spark stages, longest first, each named by the ``spark_jobs`` lines that ran it, with
-  its tasks and task time: how busy the cores were, and where the work is.
+  its tasks and task time: how busy the cores were, and where the work is;
+* the JVM's CPU time by thread group (Linux: ``/proc``): the tasks, the driver's threads that
+  answer Python (analysis, planning, Delta's log), the JIT compiler, the garbage collector.
+  The JIT's share is the cost of code the JVM has not compiled yet: Spark's generated
+  classes for each new plan, and in a fresh JVM (a spark-submit job) Spark's own code.
 
 Example: ``.venv/bin/python scripts/profile_apply.py --format dsql --records 200000``.
 """
@@ -23,6 +27,8 @@ import argparse
 import collections
 import datetime as dt
 import json
+import os
+import re
 import shutil
 import sys
 import time
@@ -88,6 +94,43 @@ class JvmCalls:
         print(f"{'seconds':>8}{'calls':>7}  line")
         for where, seconds in sorted(self.seconds.items(), key=lambda item: -item[1])[:top]:
             print(f"{seconds:>8.2f}{self.calls[where]:>7}  {where}")
+
+
+class ThreadCpu:
+    """CPU seconds of the JVM's threads between :meth:`start` and :meth:`report`, by thread
+    name with its numbers taken out, as Linux keeps it (its first 15 characters: "Executor
+    task i" for the tasks, "Thread-N" for py4j's, "CN CompilerThre" for the JIT); nothing
+    where ``/proc`` has no such process."""
+
+    def __init__(self, pid: int) -> None:
+        self.tasks = Path(f"/proc/{pid}/task")
+        self.before: dict[str, float] = {}
+
+    def _now(self) -> dict[str, float]:
+        seconds: collections.defaultdict[str, float] = collections.defaultdict(float)
+        ticks = os.sysconf("SC_CLK_TCK")
+        for stat in self.tasks.glob("*/stat"):
+            try:
+                text = stat.read_text()
+            except OSError:  # the thread ended
+                continue
+            name = re.sub(r"\d+", "N", text[text.index("(") + 1 : text.rindex(")")])
+            fields = text[text.rindex(")") + 2 :].split()
+            seconds[name] += (int(fields[11]) + int(fields[12])) / ticks  # utime, stime
+        return seconds
+
+    def start(self) -> None:
+        self.before = self._now() if self.tasks.is_dir() else {}
+
+    def report(self, top: int) -> None:
+        if not self.tasks.is_dir():
+            return
+        now = self._now()
+        used = {name: seconds - self.before.get(name, 0.0) for name, seconds in now.items()}
+        print(f"\nJVM CPU by thread: {sum(used.values()):.1f} s in all")
+        for name, seconds in sorted(used.items(), key=lambda item: -item[1])[:top]:
+            if seconds >= 0.05:
+                print(f"{seconds:>8.2f}  {name}")
 
 
 def _caller() -> str:
@@ -193,6 +236,9 @@ def main() -> int:
     spark = get_session("airflow-cdc-profile", master="local[*]", conf=UI)
     calls = JvmCalls()
     calls.install(spark.sparkContext)
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    cpu = ThreadCpu(jvm.java.lang.ProcessHandle.current().pid())
     for rep in range(1, args.reps + 1):
         common = ["--warehouse", str(work / f"warehouse-{rep}"), "--batch-id", "profile"]
         common += ["--source", "profile"]
@@ -203,6 +249,7 @@ def main() -> int:
         ):
             first, started = last_job(spark), time.perf_counter()
             calls.reset()
+            cpu.start()
             job(stage_args)
             timings[stage] = time.perf_counter() - started
             if rep == args.reps:
@@ -210,6 +257,7 @@ def main() -> int:
                 report_queries(spark, first, args.top)
                 report_stages(spark, first, timings[stage], args.top)
                 calls.report(args.top)
+                cpu.report(args.top)
         print(f"run {rep}: " + ", ".join(f"{k} {v:.1f} s" for k, v in timings.items()))
     spark.stop()
     shutil.rmtree(work, ignore_errors=True)
