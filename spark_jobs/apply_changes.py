@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from delta.tables import DeltaTable
-from pyspark.sql import Column, DataFrame, Observation
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from airflow_cdc.core.columns import MAX_ADDED_COLUMNS, MAX_COLUMNS_PER_RECORD
@@ -57,6 +57,7 @@ from spark_jobs.common import (
     add_table_arguments,
     at_least,
     base_parser,
+    checkpoint_counting,
     fault_point,
     from_micros,
     in_parallel,
@@ -157,18 +158,12 @@ def parse_batch(
     todo: DataFrame, fmt: str, record_limits: RecordLimits
 ) -> tuple[DataFrame, ParsedFacts]:
     """The records parsed (:func:`keep_payloads`) and materialized, and their facts."""
-    seen = Observation()
     kind = F.col("rtype")
-    parsed = (
-        keep_payloads(parse_records(todo, fmt, record_limits))
-        .observe(
-            seen,
-            *[F.count_if(kind == name).alias(name) for name in RTYPES],
-            F.unix_micros(F.max("arrival_ts")).alias("newest"),
-        )
-        .localCheckpoint()
+    parsed, got = checkpoint_counting(
+        keep_payloads(parse_records(todo, fmt, record_limits)),
+        **{name: F.count_if(kind == name) for name in RTYPES},
+        newest=F.unix_micros(F.max("arrival_ts")),
     )
-    got = seen.get
     kinds = {name: int(got[name]) for name in RTYPES if got[name]}
     return parsed, ParsedFacts(kinds, from_micros(got["newest"]))
 
@@ -615,9 +610,8 @@ def settle(
     stream's newest arrival (the batch's, ``newest``, or the open state's) and by ``wall``."""
     if buffered.isEmpty():
         return reassemble.nothing_to_settle(buffered)
-    arrivals = [t for t in (newest, reassemble.stream_time(buffered)) if t is not None]
     clock = reassemble.Clock(
-        max(arrivals, default=None),
+        reassemble.stream_time(buffered, newest),
         dt.timedelta(seconds=args.max_pending_age_seconds),
         wall,
         dt.timedelta(seconds=args.max_pending_wall_seconds),

@@ -29,7 +29,7 @@ from delta.exceptions import (
     ProtocolChangedException,
 )
 from delta.tables import DeltaTable
-from pyspark.sql import Column, SparkSession
+from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.util import inheritable_thread_target
 
@@ -460,6 +460,15 @@ def is_base64(text: Column) -> Column:
     length is counted in bytes, which the text keeps (characters are counted by a scan):
     Base64 text is ASCII, so where the regex holds the two counts agree."""
     return (F.octet_length(text) % 4 == 0) & text.rlike(r"^[A-Za-z0-9+/]*={0,2}\z")
+
+
+def checkpoint_counting(frame: DataFrame, **metrics: Column) -> tuple[DataFrame, dict[str, Any]]:
+    """``frame`` materialized (``localCheckpoint``), and ``metrics`` (aggregates, by name)
+    over its rows, computed as the checkpoint is written: no query of their own."""
+    seen = Observation()
+    named = [metric.alias(name) for name, metric in metrics.items()]
+    materialized = frame.observe(seen, *named).localCheckpoint()
+    return materialized, seen.get
 
 
 def is_object(value: Column) -> Column:

@@ -127,15 +127,13 @@ def from_state(state: DataFrame) -> DataFrame:
     )
 
 
-def stream_time(*frames: DataFrame) -> dt.datetime | None:
-    """The newest arrival among the batch and the open state: the clock that ages sets."""
+def stream_time(buffered: DataFrame, batch: dt.datetime | None) -> dt.datetime | None:
+    """The newest arrival among the batch (``batch``, its newest) and the buffered sets: the
+    clock that ages sets."""
     # As microseconds: a collected TIMESTAMP is naive in the driver's local zone.
-    newest = (
-        union_all([f.select("arrival_ts") for f in frames])
-        .agg(F.unix_micros(F.max("arrival_ts")))
-        .first()
-    )
-    return from_micros(newest[0] if newest else None)
+    newest = buffered.agg(F.unix_micros(F.max("arrival_ts"))).first()
+    arrivals = [t for t in (batch, from_micros(newest[0] if newest else None)) if t is not None]
+    return max(arrivals, default=None)
 
 
 def nothing_to_settle(buffered: DataFrame) -> Settlement:

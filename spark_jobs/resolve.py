@@ -20,7 +20,7 @@ import logging
 from dataclasses import dataclass, replace
 
 from delta.tables import DeltaTable
-from pyspark.sql import Column, DataFrame, Observation, SparkSession, Window
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from airflow_cdc.core.columns import admit
@@ -28,7 +28,7 @@ from airflow_cdc.core.ddl import ColumnSpec, TableSpec
 from airflow_cdc.core.formats.common import UNORDERED
 from airflow_cdc.core.rows import type_conflicts
 from airflow_cdc.core.types import column_of, column_of_spark, spark_type, widen, widens
-from spark_jobs.common import quoted
+from spark_jobs.common import checkpoint_counting, quoted
 from spark_jobs.ledger import DUPLICATE, SUPERSEDED, per_record, union_all
 from spark_jobs.parse import IMAGE
 from spark_jobs.values import DecodedColumn, decode_columns, decode_fast, decode_value
@@ -169,18 +169,12 @@ def decode_changes(
     # Counted as the checkpoint is written, not by a query of their own: the marked changes,
     # and the columns that need the full rules (a set of name lists: its size follows their
     # combinations, not the marked changes).
-    marks = Observation()
-    first = (
-        _decode(changes, spec, types, max_columns)
-        .observe(
-            marks,
-            F.count(rare).alias("marked"),
-            F.array_distinct(F.flatten(F.collect_set(rare["columns"]))).alias("columns"),
-        )
-        .localCheckpoint()
+    first, found = checkpoint_counting(
+        _decode(changes, spec, types, max_columns),
+        marked=F.count(rare),
+        columns=F.array_distinct(F.flatten(F.collect_set(rare["columns"]))),
     )
     common_rows = first.where(rare.isNull()).drop("_cdc_rare")
-    found = marks.get
     if not found["marked"]:
         return common_rows
     again = first.where(rare.isNotNull()).select("_cdc_rare.change.*")
