@@ -604,14 +604,19 @@ def histories_of(args: Any) -> frozenset[TableRef]:
 
 
 def settle(
-    newest: dt.datetime | None, buffered: DataFrame, args: Any, wall: dt.datetime
+    newest: dt.datetime | None,
+    buffered: DataFrame,
+    in_buffer: dict[str, Any],
+    args: Any,
+    wall: dt.datetime,
 ) -> reassemble.Settlement:
     """Settle the buffered fragment sets (none buffered, nothing to settle), aged by the
-    stream's newest arrival (the batch's, ``newest``, or the open state's) and by ``wall``."""
-    if buffered.isEmpty():
+    stream's newest arrival (the batch's, ``newest``, or the buffer's) and by ``wall``.
+    ``in_buffer`` is what the buffer's checkpoint counted: its ``rows`` and ``newest`` arrival."""
+    if not in_buffer["rows"]:
         return reassemble.nothing_to_settle(buffered)
     clock = reassemble.Clock(
-        reassemble.stream_time(buffered, newest),
+        reassemble.stream_time(newest, from_micros(in_buffer["newest"])),
         dt.timedelta(seconds=args.max_pending_age_seconds),
         wall,
         dt.timedelta(seconds=args.max_pending_wall_seconds),
@@ -660,8 +665,14 @@ def run(ctx: JobContext, args: Any) -> dict[str, Any]:
             specs,
             wall - dt.timedelta(seconds=args.max_pending_wall_seconds),
         )
-    buffered = buffer(parsed, state, source, wall).localCheckpoint()
-    settlement = settle(facts.newest, buffered, args, wall)
+    # Counted as it is materialized: whether anything is buffered, and its newest arrival
+    # (in microseconds: a collected TIMESTAMP is naive in the driver's local zone).
+    buffered, in_buffer = checkpoint_counting(
+        buffer(parsed, state, source, wall),
+        rows=F.count(F.lit(1)),
+        newest=F.unix_micros(F.max("arrival_ts")),
+    )
+    settlement = settle(facts.newest, buffered, in_buffer, args, wall)
     for frame in settlement.statuses:
         outcomes.status(frame)
     for frame in settlement.quarantined:

@@ -27,7 +27,7 @@ from pyspark.sql import functions as F
 
 from airflow_cdc.core.events import ChunkRef, Fragment
 from airflow_cdc.core.reassembly import COMPLETE, FAILED, assemble
-from spark_jobs.common import arrow_batch, from_micros
+from spark_jobs.common import arrow_batch
 from spark_jobs.ledger import DUPLICATE, PENDING, per_record, union_all
 from spark_jobs.parse import CHUNK_REFS, PARSED_COLUMNS, TEXT_FIELDS, TXN, from_text
 from spark_jobs.schemas import struct
@@ -127,13 +127,10 @@ def from_state(state: DataFrame) -> DataFrame:
     )
 
 
-def stream_time(buffered: DataFrame, batch: dt.datetime | None) -> dt.datetime | None:
-    """The newest arrival among the batch (``batch``, its newest) and the buffered sets: the
-    clock that ages sets."""
-    # As microseconds: a collected TIMESTAMP is naive in the driver's local zone.
-    newest = buffered.agg(F.unix_micros(F.max("arrival_ts"))).first()
-    arrivals = [t for t in (batch, from_micros(newest[0] if newest else None)) if t is not None]
-    return max(arrivals, default=None)
+def stream_time(batch: dt.datetime | None, buffered: dt.datetime | None) -> dt.datetime | None:
+    """The newest arrival among the batch's records and the buffered sets (each ``None``
+    where it has none): the clock that ages sets."""
+    return max((t for t in (batch, buffered) if t is not None), default=None)
 
 
 def nothing_to_settle(buffered: DataFrame) -> Settlement:
