@@ -8,7 +8,12 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from pathlib import Path
+from typing import TypeVar
+
+T = TypeVar("T")
 
 # The example DAGs' table definitions: the demo streams write exactly these tables.
 EXAMPLE_DDL = Path(__file__).resolve().parents[1] / "dags_examples" / "ddl"
@@ -24,6 +29,53 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+class PortTaken(RuntimeError):
+    """A server exited because a port ``free_port`` gave it was taken before it could bind."""
+
+
+# How the servers this project starts (Node's net module, the JVM, Jetty) log a taken port.
+_PORT_TAKEN = ("EADDRINUSE", "Address already in use", "Failed to bind")
+
+
+def server_exited(
+    what: str, process: subprocess.Popen[bytes], log: Path, ports: Iterable[int]
+) -> RuntimeError:
+    """The error for a server that exited while starting: its exit code and its log's end;
+    a ``PortTaken`` when its log says a port was taken or one of its ``ports`` is taken now
+    (a broker with no logger on its classpath exits without a word)."""
+    text = log.read_text(errors="replace")[-2000:] if log.exists() else ""
+    taken = [port for port in ports if not _bindable(port)]
+    if taken or any(mark in text for mark in _PORT_TAKEN):
+        return PortTaken(f"{what} exited with {process.returncode}, port taken {taken}: {text}")
+    return RuntimeError(f"{what} exited with {process.returncode}: {text}")
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+@contextmanager
+def on_free_ports(start: Callable[[], AbstractContextManager[T]], attempts: int = 5) -> Iterator[T]:
+    """Enter ``start()``, a server that picks its ports with ``free_port``. A port is free when
+    probed, but another process may take it before the server binds it: a server that exits
+    with ``PortTaken`` is started again on fresh ports, at most ``attempts`` times."""
+    for attempt in range(1, attempts + 1):
+        with ExitStack() as stack:
+            try:
+                server = stack.enter_context(start())
+            except PortTaken:
+                if attempt == attempts:
+                    raise
+                continue
+            yield server
+            return
 
 
 def cached_jars(folder: str, pattern: str, what: str) -> Path:

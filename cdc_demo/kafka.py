@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from cdc_demo import cached_jars, free_port, stop
+from cdc_demo import cached_jars, free_port, on_free_ports, server_exited, stop
 
 SERVER_PROPERTIES = """\
 process.roles=broker,controller
@@ -41,6 +41,12 @@ def kafka_libs() -> Path:
 @contextmanager
 def kafka_broker(startup_timeout: float = 90.0) -> Iterator[str]:
     """Start a broker on free ports; yields its bootstrap servers; stops and deletes it."""
+    with on_free_ports(lambda: _started(startup_timeout)) as bootstrap:
+        yield bootstrap
+
+
+@contextmanager
+def _started(startup_timeout: float) -> Iterator[str]:
     libs = kafka_libs()
     classpath = f"{libs}/*"
     with tempfile.TemporaryDirectory(prefix="airflow-cdc-kafka-") as home:
@@ -58,13 +64,14 @@ def kafka_broker(startup_timeout: float = 90.0) -> Iterator[str]:
         )
         if formatted.returncode:
             raise RuntimeError(f"Kafka storage format failed: {formatted.stderr[-2000:]}")
-        with Path(home, "broker.log").open("w") as log:
+        log = Path(home, "broker.log")
+        with log.open("w") as out:
             process = subprocess.Popen(
-                [*java, "kafka.Kafka", str(config)], stdout=log, stderr=subprocess.STDOUT
+                [*java, "kafka.Kafka", str(config)], stdout=out, stderr=subprocess.STDOUT
             )
         bootstrap = f"localhost:{port}"
         try:
-            _wait_ready(bootstrap, process, startup_timeout, Path(home, "broker.log"))
+            _wait_ready(bootstrap, process, startup_timeout, log, (port, controller))
             yield bootstrap
         finally:
             stop(process)
@@ -79,14 +86,16 @@ def _cluster_id() -> str:
             return cluster
 
 
-def _wait_ready(bootstrap: str, process: Any, timeout: float, log: Path) -> None:
+def _wait_ready(
+    bootstrap: str, process: Any, timeout: float, log: Path, ports: tuple[int, ...]
+) -> None:
     from confluent_kafka.admin import AdminClient
 
     host, _, port = bootstrap.rpartition(":")
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise RuntimeError(f"Kafka broker exited: {log.read_text()[-2000:]}")
+            raise server_exited("the Kafka broker", process, log, ports)
         try:
             # The port first: a client probing a closed port logs every refused connection.
             socket.create_connection((host, int(port)), timeout=1).close()

@@ -6,13 +6,14 @@ import os
 import random
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from cdc_demo import free_port, stop
+from cdc_demo import free_port, on_free_ports, server_exited, stop
 
 REPO = Path(__file__).resolve().parents[1]
 SERVER = REPO / "node_modules" / "kinesis-local" / "main.js"
@@ -22,15 +23,24 @@ REGION = "us-east-1"
 
 @contextmanager
 def kinesis_local(port: int | None = None, log_path: str | None = None) -> Iterator[str]:
-    """Start kinesis-local on loopback; yields its endpoint URL and stops it afterwards."""
+    """Start kinesis-local on loopback; yields its endpoint URL and stops it afterwards. The
+    server's log goes to ``log_path`` (default: a temporary file, read if it fails to start)."""
     if not SERVER.exists():
         raise FileNotFoundError(f"{SERVER} is missing: run `make setup` (npm install)")
-    port = port or free_port()
+    with tempfile.TemporaryDirectory(prefix="airflow-cdc-kinesis-") as home:
+        log = Path(log_path or Path(home, "kinesis-local.log"))
+        with on_free_ports(lambda: _started(port or free_port(), log)) as endpoint:
+            yield endpoint
+
+
+@contextmanager
+def _started(port: int, log_path: Path) -> Iterator[str]:
+    tls = free_port()
     env = dict(os.environ)
     env.update(
         {
             "KINESIS_MOCK_PLAIN_PORT": str(port),
-            "KINESIS_MOCK_TLS_PORT": str(free_port()),
+            "KINESIS_MOCK_TLS_PORT": str(tls),
             "KINESIS_MOCK_CERT_PATH": str(SERVER.parent / "server.json"),
             "LOG_LEVEL": "WARN",
             "CREATE_STREAM_DURATION": "100ms",
@@ -38,21 +48,26 @@ def kinesis_local(port: int | None = None, log_path: str | None = None) -> Itera
             "MERGE_SHARDS_DURATION": "100ms",
         }
     )
-    log = open(log_path or os.devnull, "w")  # noqa: SIM115 - lives as long as the server
-    process = subprocess.Popen(["node", str(SERVER)], env=env, stdout=log, stderr=log)
+    with log_path.open("w") as log:
+        process = subprocess.Popen(["node", str(SERVER)], env=env, stdout=log, stderr=log)
     try:
-        _wait_for_port(port, process)
+        _wait_for_port(port, process, log_path, (port, tls))
         yield f"http://127.0.0.1:{port}"
     finally:
         stop(process, grace=10)
-        log.close()
 
 
-def _wait_for_port(port: int, process: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
+def _wait_for_port(
+    port: int,
+    process: subprocess.Popen[bytes],
+    log: Path,
+    ports: tuple[int, ...],
+    timeout: float = 30.0,
+) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise RuntimeError(f"kinesis-local exited with {process.returncode}")
+            raise server_exited("kinesis-local", process, log, ports)
         with socket.socket() as sock:
             if sock.connect_ex(("127.0.0.1", port)) == 0:
                 return
@@ -128,7 +143,7 @@ def main() -> None:
 
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("--port", type=int, default=4567, help="plain HTTP port on 127.0.0.1")
-    parser.add_argument("--log", help="server log file (default: discarded)")
+    parser.add_argument("--log", help="server log file (default: a temporary file)")
     args = parser.parse_args()
     with kinesis_local(args.port, args.log) as endpoint:
         serve_until_stopped(f"kinesis-local at {endpoint} (region {REGION}); Ctrl-C stops it")

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow_cdc.storage import DEFAULT_REGION
-from cdc_demo import cached_jars, free_port, stop
+from cdc_demo import cached_jars, free_port, on_free_ports, server_exited, stop
 
 # The AWS SDKs send CRC checksums of uploads and of every DeleteObjects request (botocore
 # since 1.36, the Java SDK since 2.30), in headers S3Proxy does not know and by default refuses
@@ -78,6 +78,12 @@ def server_libs() -> Path:
 @contextmanager
 def s3_server(startup_timeout: float = 60.0) -> Iterator[S3Server]:
     """Start S3Proxy on a free port; yields it; stops it and deletes every bucket."""
+    with on_free_ports(lambda: _started(startup_timeout)) as server:
+        yield server
+
+
+@contextmanager
+def _started(startup_timeout: float) -> Iterator[S3Server]:
     libs = server_libs()
     with tempfile.TemporaryDirectory(prefix="airflow-cdc-s3-") as home:
         server = S3Server(
@@ -130,7 +136,7 @@ def _wait_ready(server: S3Server, process: Any, timeout: float, log: Path) -> No
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise RuntimeError(f"S3Proxy exited ({process.returncode}): {log.read_text()[-2000:]}")
+            raise server_exited("S3Proxy", process, log, [port])
         try:
             # The port first: botocore would retry and log each refused connection.
             socket.create_connection(("127.0.0.1", port), timeout=1).close()

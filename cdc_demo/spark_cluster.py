@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cdc_demo import free_port, stop
+from cdc_demo import free_port, on_free_ports, server_exited, stop
 
 HOST = "127.0.0.1"
 
@@ -71,6 +71,12 @@ def standalone_cluster(
 ) -> Iterator[Cluster]:
     """Start a master and a worker on free loopback ports; yields once the worker is ALIVE
     at the master; stops both and deletes their directories."""
+    with on_free_ports(lambda: _started(cores, memory, startup_timeout)) as cluster:
+        yield cluster
+
+
+@contextmanager
+def _started(cores: int, memory: str, startup_timeout: float) -> Iterator[Cluster]:
     home = spark_home()
     with tempfile.TemporaryDirectory(prefix="airflow-cdc-spark-") as scratch:
         port, ui_port, worker_ui = free_port(), free_port(), free_port()
@@ -82,10 +88,14 @@ def standalone_cluster(
             "SPARK_LOCAL_IP": HOST,
             "SPARK_LOG_DIR": scratch,
             "SPARK_WORKER_DIR": str(work_dir),
+            # A daemon whose port was taken exits, to be started on fresh ports, rather than
+            # listening on the next port up, where nothing would look for it.
+            "SPARK_DAEMON_JAVA_OPTS": "-Dspark.port.maxRetries=0",
         }
+        master_log, worker_log = Path(scratch, "master.log"), Path(scratch, "worker.log")
         master = _daemon(
             home,
-            Path(scratch, "master.log"),
+            master_log,
             "org.apache.spark.deploy.master.Master",
             *("--host", HOST, "--port", str(port), "--webui-port", str(ui_port)),
             env=env,
@@ -95,12 +105,14 @@ def standalone_cluster(
             _wait(
                 lambda: master_state(web_ui).get("status") == "ALIVE",
                 master,
-                "master",
+                "the Spark master",
+                master_log,
+                (port, ui_port),
                 startup_timeout,
             )
             worker = _daemon(
                 home,
-                Path(scratch, "worker.log"),
+                worker_log,
                 "org.apache.spark.deploy.worker.Worker",
                 master_url,
                 *("--host", HOST, "--cores", str(cores), "--memory", memory),
@@ -108,7 +120,14 @@ def standalone_cluster(
                 env=env,
             )
             processes.append(worker)
-            _wait(lambda: _alive_workers(web_ui) > 0, worker, "worker", startup_timeout)
+            _wait(
+                lambda: _alive_workers(web_ui) > 0,
+                worker,
+                "the Spark worker",
+                worker_log,
+                (worker_ui,),
+                startup_timeout,
+            )
             yield Cluster(master_url, web_ui, work_dir)
         finally:
             for process in reversed(processes):
@@ -121,19 +140,24 @@ def _alive_workers(web_ui: str) -> int:
 
 
 def _wait(
-    ready: Callable[[], bool], process: subprocess.Popen[bytes], what: str, timeout: float
+    ready: Callable[[], bool],
+    process: subprocess.Popen[bytes],
+    what: str,
+    log: Path,
+    ports: tuple[int, ...],
+    timeout: float,
 ) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise RuntimeError(f"the Spark {what} exited with {process.returncode}")
+            raise server_exited(what, process, log, ports)
         try:
             if ready():
                 return
         except OSError:
             pass
         time.sleep(0.5)
-    raise TimeoutError(f"the Spark {what} was not ready after {timeout}s")
+    raise TimeoutError(f"{what} was not ready after {timeout}s")
 
 
 if __name__ == "__main__":  # python -m cdc_demo.spark_cluster: a cluster until Ctrl-C

@@ -1,12 +1,22 @@
-"""The demo stack's own helpers, where they can go wrong without a broker running."""
+"""The demo stack's own helpers: a Kafka cluster id, and servers started on ports another
+process takes (kinesis-local, which starts in a second)."""
 
 from __future__ import annotations
 
 import base64
+import socket
+import subprocess
+import sys
+import urllib.parse
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from unittest import mock
 
-from cdc_demo import kafka
+import pytest
+
+from cdc_demo import PortTaken, free_port, kafka, kinesis, on_free_ports, server_exited
 
 
 def test_a_kafka_cluster_id_never_reads_as_a_command_line_option() -> None:
@@ -17,3 +27,52 @@ def test_a_kafka_cluster_id_never_reads_as_a_command_line_option() -> None:
         cluster = kafka._cluster_id()
     assert not cluster.startswith("-")
     assert base64.urlsafe_b64decode(cluster + "==") == plain.bytes
+
+
+@pytest.fixture
+def taken_port() -> Iterator[int]:
+    """A port another process has bound (and does not listen on) for the test's length."""
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        yield holder.getsockname()[1]
+
+
+def test_a_server_whose_port_was_taken_after_the_probe_starts_again_on_fresh_ports(
+    taken_port: int,
+) -> None:
+    # The first port kinesis-local is given is one another process took after free_port
+    # found it free: the real server exits on EADDRINUSE, and it is started again.
+    given = iter([taken_port])
+    with (
+        mock.patch.object(kinesis, "free_port", lambda: next(given, None) or free_port()),
+        kinesis.kinesis_local() as endpoint,
+    ):
+        assert urllib.parse.urlsplit(endpoint).port != taken_port
+        streams = kinesis.client(endpoint).list_streams()
+    assert streams["StreamNames"] == []
+
+
+def test_a_taken_port_its_caller_chose_is_reported_as_taken(taken_port: int) -> None:
+    # Fresh ports for the rest do not help: after its attempts, the clash is the error.
+    with pytest.raises(PortTaken, match="EADDRINUSE"), kinesis.kinesis_local(taken_port):
+        pass
+
+
+def test_a_server_that_fails_for_another_reason_is_not_started_again(tmp_path: Path) -> None:
+    starts = []
+
+    @contextmanager
+    def broken() -> Iterator[None]:
+        starts.append(1)
+        log = tmp_path / "server.log"
+        log.write_text("no such configuration\n")
+        exited = subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"])
+        exited.wait()
+        raise server_exited("the server", exited, log, [free_port()])
+        yield
+
+    expected = "exited with 3: no such configuration"
+    with pytest.raises(RuntimeError, match=expected) as failure, on_free_ports(broken):
+        pass
+    assert not isinstance(failure.value, PortTaken)
+    assert len(starts) == 1
