@@ -372,7 +372,7 @@ def admit_extras(
 ) -> tuple[DataFrame, tuple[str, ...]]:
     """(decoded, columns to add): the undeclared columns of the batch's good changes that the
     table may take (:func:`~airflow_cdc.core.columns.admit`); a change carrying any other
-    undeclared column gets the core's quarantine reason for its first refused name."""
+    undeclared column gets the core's quarantine reason for the least of its refused names."""
     seen = [
         r[0]
         for r in decoded.where(F.col("_err_reason").isNull())
@@ -389,12 +389,13 @@ def admit_extras(
         "_cdc_refused STRING, _cdc_refused_reason STRING, _cdc_refused_detail STRING",
     )
     allowed = list(admission.added)
-    first = F.try_element_at(
-        F.filter(F.map_keys("_cdc_extra"), lambda k: ~k.isin(*allowed) if allowed else F.lit(True)),
-        F.lit(1),
+    # The least refused name, as admit orders them: a map's order is the record's text for one
+    # format and sorted for another.
+    least = F.array_min(
+        F.filter(F.map_keys("_cdc_extra"), lambda k: ~k.isin(*allowed) if allowed else F.lit(True))
     )
-    # A change already quarantined keeps its own reason; another takes its first refused name's.
-    flagged = decoded.withColumn("_cdc_refused", F.when(F.col("_err_reason").isNull(), first))
+    # A change already quarantined keeps its own reason; another takes its least refused name's.
+    flagged = decoded.withColumn("_cdc_refused", F.when(F.col("_err_reason").isNull(), least))
     hit = F.col("_cdc_refused_reason").isNotNull()
     marked = flagged.join(F.broadcast(refused), "_cdc_refused", "left").select(
         *_columns([c for c in decoded.columns if c not in ERROR_COLUMNS]),

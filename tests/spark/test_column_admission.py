@@ -168,3 +168,49 @@ def test_column_mapping_takes_the_names_delta_stores_only_with_it(
     assert "'_cdc_'" in quarantined(spark, tmp_path, "m2")[3]
     [event] = spark.read.format("delta").load(str(events)).collect()
     assert str(event["order date"]) == "2026-01-02"
+
+
+def test_a_change_is_quarantined_for_its_least_refused_name_in_every_format(
+    spark: Any, tmp_path: Path
+) -> None:
+    """A change carrying two refused names is quarantined for the one that sorts first, as
+    admission takes names: whether its image was read with its keys sorted (DSQL) or in the
+    record's text order (Debezium, which the core parses)."""
+    extra = {"zz bad": 1, "aa bad": 2}  # the text's order is the reverse of the sorted one
+    dsql = tmp_path / "dump-dsql"
+    write_ndjson([record(1, extra, BASE_NS)], str(dsql), files=1)
+    change = {
+        "before": None,
+        "after": {"id": 1, "name": "n1", **extra},
+        "source": {
+            "connector": "postgresql",
+            "schema": "public",
+            "table": "accounts",
+            "lsn": 1000,
+            "txId": 7,
+            "ts_ms": BASE_NS // 1_000_000,
+        },
+        "op": "c",
+    }
+    message = {
+        "topic": "cdc.public.accounts",
+        "partition": 0,
+        "offset": 0,
+        "timestamp": BASE_NS // 1_000_000,
+        "key": json.dumps({"id": 1}),
+        "value": json.dumps(change),
+    }
+    kafka = tmp_path / "dump-debezium"
+    kafka.mkdir()
+    (kafka / "part-0.ndjson").write_text(json.dumps(message) + "\n", "utf-8")
+
+    details = {}
+    for fmt, dump, layout in (("dsql", dsql, "kinesis"), ("debezium", kafka, "kafka")):
+        warehouse = str(tmp_path / fmt)
+        land_dump(warehouse, str(dump), "b5", source=fmt, layout=layout, fmt=fmt)
+        stats = process(warehouse, "b5", ddl=DDL, source=fmt, fmt=fmt, options=LIMITS)["apply"]
+        assert stats["accounting"]["quarantined"] == 1, stats["accounting"]
+        [row] = spark.read.format("delta").load(f"{warehouse}/_cdc/quarantine").collect()
+        details[fmt] = row["detail"]
+    assert "aa bad" in details["dsql"] and "zz bad" not in details["dsql"]
+    assert details["debezium"] == details["dsql"]
