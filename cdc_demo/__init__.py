@@ -46,19 +46,20 @@ def server_exited(
     a ``PortTaken`` when its log says a port was taken or one of its ``ports`` is taken now
     (a broker with no logger on its classpath exits without a word)."""
     text = log.read_text(errors="replace")[-2000:] if log.exists() else ""
-    taken = [port for port in ports if not _bindable(port)]
+    taken = [port for port in ports if is_taken(port)]
     if taken or any(mark in text for mark in _PORT_TAKEN):
         return PortTaken(f"{what} exited with {process.returncode}, port taken {taken}: {text}")
     return RuntimeError(f"{what} exited with {process.returncode}: {text}")
 
 
-def _bindable(port: int) -> bool:
+def is_taken(port: int) -> bool:
+    """Whether another socket holds ``port`` on 127.0.0.1 now."""
     with socket.socket() as probe:
         try:
             probe.bind(("127.0.0.1", port))
         except OSError:
-            return False
-        return True
+            return True
+        return False
 
 
 @contextmanager

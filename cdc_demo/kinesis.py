@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from cdc_demo import free_port, on_free_ports, server_exited, stop
+from cdc_demo import PortTaken, free_port, is_taken, on_free_ports, server_exited, stop
 
 REPO = Path(__file__).resolve().parents[1]
 SERVER = REPO / "node_modules" / "kinesis-local" / "main.js"
@@ -27,6 +27,8 @@ def kinesis_local(port: int | None = None, log_path: str | None = None) -> Itera
     server's log goes to ``log_path`` (default: a temporary file, read if it fails to start)."""
     if not SERVER.exists():
         raise FileNotFoundError(f"{SERVER} is missing: run `make setup` (npm install)")
+    if port and is_taken(port):
+        raise PortTaken(f"port {port} for kinesis-local is taken on 127.0.0.1")
     with tempfile.TemporaryDirectory(prefix="airflow-cdc-kinesis-") as home:
         log = Path(log_path or Path(home, "kinesis-local.log"))
         with on_free_ports(lambda: _started(port or free_port(), log)) as endpoint:
@@ -51,31 +53,44 @@ def _started(port: int, log_path: Path) -> Iterator[str]:
     with log_path.open("w") as log:
         process = subprocess.Popen(["node", str(SERVER)], env=env, stdout=log, stderr=log)
     try:
-        _wait_for_port(port, process, log_path, (port, tls))
+        _wait_ready(port, process, log_path, (port, tls))
         yield f"http://127.0.0.1:{port}"
     finally:
         stop(process, grace=10)
 
 
-def _wait_for_port(
+def _wait_ready(
     port: int,
     process: subprocess.Popen[bytes],
     log: Path,
     ports: tuple[int, ...],
     timeout: float = 30.0,
 ) -> None:
+    """Wait until the server answers a Kinesis call. A port that takes connections is not
+    enough: it may be another process's, taken before the server could bind it."""
+    from botocore.config import Config
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    probe = Config(retries={"max_attempts": 1}, connect_timeout=1, read_timeout=2)
+    kinesis = client(f"http://127.0.0.1:{port}", probe)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise server_exited("kinesis-local", process, log, ports)
         with socket.socket() as sock:
-            if sock.connect_ex(("127.0.0.1", port)) == 0:
+            listening = sock.connect_ex(("127.0.0.1", port)) == 0
+        if listening:  # the port first: botocore would log each refused connection
+            try:
+                kinesis.list_streams(Limit=1)
                 return
+            except (BotoCoreError, ClientError):
+                pass
         time.sleep(0.2)
-    raise TimeoutError(f"kinesis-local did not listen on {port} within {timeout}s")
+    raise TimeoutError(f"kinesis-local did not answer on {port} within {timeout}s")
 
 
-def client(endpoint: str) -> Any:
+def client(endpoint: str, config: Any = None) -> Any:
+    """A boto3 Kinesis client of the server at ``endpoint`` (``config``: a botocore Config)."""
     import boto3
 
     return boto3.client(
@@ -84,6 +99,7 @@ def client(endpoint: str) -> Any:
         region_name=REGION,
         aws_access_key_id=CREDENTIALS["aws_access_key_id"],
         aws_secret_access_key=CREDENTIALS["aws_secret_access_key"],
+        config=config,
     )
 
 

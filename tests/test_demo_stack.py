@@ -29,11 +29,14 @@ def test_a_kafka_cluster_id_never_reads_as_a_command_line_option() -> None:
     assert base64.urlsafe_b64decode(cluster + "==") == plain.bytes
 
 
-@pytest.fixture
-def taken_port() -> Iterator[int]:
-    """A port another process has bound (and does not listen on) for the test's length."""
+@pytest.fixture(params=["bound", "listening"])
+def taken_port(request: pytest.FixtureRequest) -> Iterator[int]:
+    """A port another process holds for the test's length: bound, or listening (it takes
+    connections and never answers them)."""
     with socket.socket() as holder:
         holder.bind(("127.0.0.1", 0))
+        if request.param == "listening":
+            holder.listen()
         yield holder.getsockname()[1]
 
 
@@ -53,8 +56,10 @@ def test_a_server_whose_port_was_taken_after_the_probe_starts_again_on_fresh_por
 
 
 def test_a_taken_port_its_caller_chose_is_reported_as_taken(taken_port: int) -> None:
-    # Fresh ports for the rest do not help: after its attempts, the clash is the error.
-    with pytest.raises(PortTaken, match="EADDRINUSE"), kinesis.kinesis_local(taken_port):
+    with (
+        pytest.raises(PortTaken, match=f"port {taken_port} .* is taken"),
+        kinesis.kinesis_local(taken_port),
+    ):
         pass
 
 
