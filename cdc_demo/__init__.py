@@ -35,8 +35,9 @@ class PortTaken(RuntimeError):
     """A server exited because a port ``free_port`` gave it was taken before it could bind."""
 
 
-# How the servers this project starts (Node's net module, the JVM, Jetty) log a taken port.
-_PORT_TAKEN = ("EADDRINUSE", "Address already in use", "Failed to bind")
+# How the servers this project starts log a taken port: Node's net module, the JVM's
+# BindException, and S3Proxy, which prints only Jetty's message.
+_PORT_TAKEN = ("EADDRINUSE", "Address already in use", "Failed to bind to")
 
 
 def server_exited(
@@ -45,16 +46,20 @@ def server_exited(
     """The error for a server that exited while starting: its exit code and its log's end;
     a ``PortTaken`` when its log says a port was taken or one of its ``ports`` is taken now
     (a broker with no logger on its classpath exits without a word)."""
-    text = log.read_text(errors="replace")[-2000:] if log.exists() else ""
+    text = log.read_text(errors="replace") if log.exists() else ""
     taken = [port for port in ports if is_taken(port)]
     if taken or any(mark in text for mark in _PORT_TAKEN):
-        return PortTaken(f"{what} exited with {process.returncode}, port taken {taken}: {text}")
-    return RuntimeError(f"{what} exited with {process.returncode}: {text}")
+        return PortTaken(
+            f"{what} exited with {process.returncode}, port taken {taken}: {text[-2000:]}"
+        )
+    return RuntimeError(f"{what} exited with {process.returncode}: {text[-2000:]}")
 
 
 def is_taken(port: int) -> bool:
-    """Whether another socket holds ``port`` on 127.0.0.1 now."""
+    """Whether another socket holds ``port`` on 127.0.0.1 now. The probe binds as the servers
+    do, with ``SO_REUSEADDR``: a closed connection's port, waiting out TIME_WAIT, is free."""
     with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind(("127.0.0.1", port))
         except OSError:

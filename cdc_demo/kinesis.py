@@ -9,11 +9,11 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
-from cdc_demo import PortTaken, free_port, is_taken, on_free_ports, server_exited, stop
+from cdc_demo import free_port, is_taken, on_free_ports, server_exited, stop
 
 REPO = Path(__file__).resolve().parents[1]
 SERVER = REPO / "node_modules" / "kinesis-local" / "main.js"
@@ -27,11 +27,16 @@ def kinesis_local(port: int | None = None, log_path: str | None = None) -> Itera
     server's log goes to ``log_path`` (default: a temporary file, read if it fails to start)."""
     if not SERVER.exists():
         raise FileNotFoundError(f"{SERVER} is missing: run `make setup` (npm install)")
-    if port and is_taken(port):
-        raise PortTaken(f"port {port} for kinesis-local is taken on 127.0.0.1")
     with tempfile.TemporaryDirectory(prefix="airflow-cdc-kinesis-") as home:
         log = Path(log_path or Path(home, "kinesis-local.log"))
-        with on_free_ports(lambda: _started(port or free_port(), log)) as endpoint:
+
+        def start() -> AbstractContextManager[str]:
+            # Fresh ports help only with the ports picked here, not with one the caller chose.
+            if port and is_taken(port):
+                raise RuntimeError(f"port {port} for kinesis-local is taken on 127.0.0.1")
+            return _started(port or free_port(), log)
+
+        with on_free_ports(start) as endpoint:
             yield endpoint
 
 
@@ -71,7 +76,7 @@ def _wait_ready(
     from botocore.config import Config
     from botocore.exceptions import BotoCoreError, ClientError
 
-    probe = Config(retries={"max_attempts": 1}, connect_timeout=1, read_timeout=2)
+    probe = Config(retries={"total_max_attempts": 1}, connect_timeout=1, read_timeout=2)
     kinesis = client(f"http://127.0.0.1:{port}", probe)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -16,7 +16,7 @@ from unittest import mock
 
 import pytest
 
-from cdc_demo import PortTaken, free_port, kafka, kinesis, on_free_ports, server_exited
+from cdc_demo import PortTaken, free_port, is_taken, kafka, kinesis, on_free_ports, server_exited
 
 
 def test_a_kafka_cluster_id_never_reads_as_a_command_line_option() -> None:
@@ -57,7 +57,7 @@ def test_a_server_whose_port_was_taken_after_the_probe_starts_again_on_fresh_por
 
 def test_a_taken_port_its_caller_chose_is_reported_as_taken(taken_port: int) -> None:
     with (
-        pytest.raises(PortTaken, match=f"port {taken_port} .* is taken"),
+        pytest.raises(RuntimeError, match=f"port {taken_port} .* is taken"),
         kinesis.kinesis_local(taken_port),
     ):
         pass
@@ -73,7 +73,7 @@ def test_a_server_that_fails_for_another_reason_is_not_started_again(tmp_path: P
         log.write_text("no such configuration\n")
         exited = subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"])
         exited.wait()
-        raise server_exited("the server", exited, log, [free_port()])
+        raise server_exited("the server", exited, log, ())
         yield
 
     expected = "exited with 3: no such configuration"
@@ -81,3 +81,23 @@ def test_a_server_that_fails_for_another_reason_is_not_started_again(tmp_path: P
         pass
     assert not isinstance(failure.value, PortTaken)
     assert len(starts) == 1
+
+
+def test_a_port_whose_last_connection_waits_out_time_wait_is_not_taken() -> None:
+    # A stopped server that closed a connection first leaves its port in TIME_WAIT: a server
+    # binding with SO_REUSEADDR (all of ours) can listen on it again, so it is not taken.
+    with socket.socket() as server:
+        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as Node and the JVM do
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        with socket.create_connection(("127.0.0.1", port)) as client:
+            accepted, _ = server.accept()
+            accepted.close()  # the server's side closes first: its end goes to TIME_WAIT
+            client.recv(1)
+    assert not is_taken(port)
+    with socket.socket() as again:  # a server starting there meanwhile takes it
+        again.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        again.bind(("127.0.0.1", port))
+        again.listen()
+        assert is_taken(port)
