@@ -74,16 +74,21 @@ from spark_jobs.ledger import union_all
 from spark_jobs.session import session_conf
 
 JOB_NAME = "land_files"
-JOB_VERSION = "1.2.12"
+JOB_VERSION = "1.2.13"
 LAYOUTS = ("kinesis", "kafka", "lines")
 LINE_WIDTH = 20
 SUFFIXES = (".ndjson", ".jsonl", ".json", ".txt", ".RESOLVED")
 
 
+# JSON as RFC 8259 has it, as the JVM's reading of the layout takes it: Python's own decoder
+# also reads NaN, Infinity and -Infinity.
+_STRICT_JSON = json.JSONDecoder(parse_constant=jsontext.refuse_constant)
+
+
 def parse_line(line: str) -> tuple[bytes, str | None, dt.datetime | None, str | None]:
     """(data, partition key, arrival time, envelope error) of one dump line."""
     try:
-        doc = json.loads(line)
+        doc = _STRICT_JSON.decode(line)
         if not isinstance(doc, dict) or not isinstance(doc.get("Data"), str):
             raise ValueError("a line must be an object with a base64 Data field")
         data = base64.b64decode(doc["Data"], validate=True)

@@ -117,6 +117,11 @@ LINES = [
     dump_line(Data=DATA, ApproximateArrivalTimestamp="0001-01-01T01:00:00+01:00"),
     b"[1, 2]",
     b"not json",
+    # Literals Python's json module reads and JSON does not have: refused by both readers.
+    *(b'{"Data": "' + DATA.encode() + b'", "n": ' + word + b"}" for word in (b"NaN", b"Infinity")),
+    b'{"Data": "' + DATA.encode() + b'", "ApproximateArrivalTimestamp": -Infinity}',
+    # A number past a double's range is JSON: both readers take it.
+    b'{"Data": "' + DATA.encode() + b'", "n": 1e999}',
     # A document, then more: the reader refuses the line, so nothing after it is lost.
     dump_line(Data=DATA) + b" trailing",
     dump_line(Data=DATA) + b" " + dump_line(Data=DATA),
