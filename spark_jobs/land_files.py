@@ -80,15 +80,13 @@ LINE_WIDTH = 20
 SUFFIXES = (".ndjson", ".jsonl", ".json", ".txt", ".RESOLVED")
 
 
-# JSON as RFC 8259 has it, as the JVM's reading of the layout takes it: Python's own decoder
-# also reads NaN, Infinity and -Infinity.
-_STRICT_JSON = json.JSONDecoder(parse_constant=jsontext.refuse_constant)
-
-
 def parse_line(line: str) -> tuple[bytes, str | None, dt.datetime | None, str | None]:
     """(data, partition key, arrival time, envelope error) of one dump line."""
     try:
-        doc = _STRICT_JSON.decode(line)
+        # JSON as RFC 8259 has it, as the JVM's reading of the layout takes it: Python's own
+        # reader also takes NaN, Infinity and -Infinity. (Not a decoder kept in a global: a
+        # job run as a script pickles the globals its tasks use, and a decoder won't pickle.)
+        doc = json.loads(line, parse_constant=jsontext.refuse_constant)
         if not isinstance(doc, dict) or not isinstance(doc.get("Data"), str):
             raise ValueError("a line must be an object with a base64 Data field")
         data = base64.b64decode(doc["Data"], validate=True)
