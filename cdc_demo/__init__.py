@@ -67,6 +67,39 @@ def is_taken(port: int) -> bool:
         return False
 
 
+def wait_ready(
+    what: str,
+    process: subprocess.Popen[bytes],
+    ready: Callable[[], object],
+    started: tuple[Path, Iterable[int]],
+    timeout: float,
+    not_yet: tuple[type[BaseException], ...] = (OSError,),
+    interval: float = 0.3,
+) -> None:
+    """Wait until ``ready()`` is true for a server this project started (one that raises one of
+    ``not_yet`` is not ready yet). A server that exits first raises :func:`server_exited`'s
+    error, given ``started``: its log and its ports."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise server_exited(what, process, *started)
+        try:
+            if ready():
+                return
+        except not_yet:
+            pass
+        time.sleep(interval)
+    raise TimeoutError(f"{what} was not ready after {timeout}s")
+
+
+def listening(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether ``port`` takes connections: a server's clients are tried only then, as a client
+    probing a closed port logs (and botocore retries) every refused connection."""
+    with socket.socket() as probe:
+        probe.settimeout(1)
+        return probe.connect_ex((host, port)) == 0
+
+
 @contextmanager
 def on_free_ports(start: Callable[[], AbstractContextManager[T]], attempts: int = 5) -> Iterator[T]:
     """Enter ``start()``, a server that picks its ports with ``free_port``. A port is free when

@@ -5,17 +5,15 @@ from __future__ import annotations
 
 import base64
 import os
-import socket
 import subprocess
 import tempfile
-import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from cdc_demo import cached_jars, free_port, on_free_ports, server_exited, stop
+from cdc_demo import cached_jars, free_port, listening, on_free_ports, stop, wait_ready
 
 SERVER_PROPERTIES = """\
 process.roles=broker,controller
@@ -92,18 +90,18 @@ def _wait_ready(
     from confluent_kafka.admin import AdminClient
 
     host, _, port = bootstrap.rpartition(":")
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise server_exited("the Kafka broker", process, log, ports)
-        try:
-            # The port first: a client probing a closed port logs every refused connection.
-            socket.create_connection((host, int(port)), timeout=1).close()
-            if AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=5).brokers:
-                return
-        except Exception:
-            time.sleep(0.5)
-    raise TimeoutError(f"Kafka broker at {bootstrap} not ready after {timeout}s")
+    wait_ready(
+        f"the Kafka broker at {bootstrap}",
+        process,
+        lambda: (
+            listening(int(port), host)
+            and AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=5).brokers
+        ),
+        (log, ports),
+        timeout,
+        not_yet=(Exception,),
+        interval=0.5,
+    )
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int) -> None:

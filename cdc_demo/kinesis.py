@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import random
-import socket
 import subprocess
 import tempfile
 import time
@@ -13,7 +12,7 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
-from cdc_demo import free_port, is_taken, on_free_ports, server_exited, stop
+from cdc_demo import free_port, is_taken, listening, on_free_ports, stop, wait_ready
 
 REPO = Path(__file__).resolve().parents[1]
 SERVER = REPO / "node_modules" / "kinesis-local" / "main.js"
@@ -58,19 +57,13 @@ def _started(port: int, log_path: Path) -> Iterator[str]:
     with log_path.open("w") as log:
         process = subprocess.Popen(["node", str(SERVER)], env=env, stdout=log, stderr=log)
     try:
-        _wait_ready(port, process, log_path, (port, tls))
+        _wait_ready(port, process, log_path, tls)
         yield f"http://127.0.0.1:{port}"
     finally:
         stop(process, grace=10)
 
 
-def _wait_ready(
-    port: int,
-    process: subprocess.Popen[bytes],
-    log: Path,
-    ports: tuple[int, ...],
-    timeout: float = 30.0,
-) -> None:
+def _wait_ready(port: int, process: subprocess.Popen[bytes], log: Path, tls: int) -> None:
     """Wait until the server answers a Kinesis call. A port that takes connections is not
     enough: it may be another process's, taken before the server could bind it."""
     from botocore.config import Config
@@ -78,20 +71,15 @@ def _wait_ready(
 
     probe = Config(retries={"total_max_attempts": 1}, connect_timeout=1, read_timeout=2)
     kinesis = client(f"http://127.0.0.1:{port}", probe)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise server_exited("kinesis-local", process, log, ports)
-        with socket.socket() as sock:
-            listening = sock.connect_ex(("127.0.0.1", port)) == 0
-        if listening:  # the port first: botocore would log each refused connection
-            try:
-                kinesis.list_streams(Limit=1)
-                return
-            except (BotoCoreError, ClientError):
-                pass
-        time.sleep(0.2)
-    raise TimeoutError(f"kinesis-local did not answer on {port} within {timeout}s")
+    wait_ready(
+        f"kinesis-local on port {port}",
+        process,
+        lambda: listening(port) and kinesis.list_streams(Limit=1),
+        (log, (port, tls)),
+        timeout=30.0,
+        not_yet=(BotoCoreError, ClientError),
+        interval=0.2,
+    )
 
 
 def client(endpoint: str, config: Any = None) -> Any:

@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import os
 import secrets
-import socket
 import subprocess
 import tempfile
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -21,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow_cdc.storage import DEFAULT_REGION
-from cdc_demo import cached_jars, free_port, on_free_ports, server_exited, stop
+from cdc_demo import cached_jars, free_port, listening, on_free_ports, stop, wait_ready
 
 # The AWS SDKs send CRC checksums of uploads and of every DeleteObjects request (botocore
 # since 1.36, the Java SDK since 2.30), in headers S3Proxy does not know and by default refuses
@@ -133,18 +131,14 @@ def _wait_ready(server: S3Server, process: Any, timeout: float, log: Path) -> No
 
     client = server.client()
     port = int(server.endpoint_url.rsplit(":", 1)[1])
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise server_exited("S3Proxy", process, log, [port])
-        try:
-            # The port first: botocore would retry and log each refused connection.
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            client.list_buckets()
-            return
-        except (OSError, BotoCoreError, ClientError):
-            time.sleep(0.3)
-    raise TimeoutError(f"S3Proxy at {server.endpoint_url} not ready after {timeout}s")
+    wait_ready(
+        f"S3Proxy at {server.endpoint_url}",
+        process,
+        lambda: listening(port) and client.list_buckets(),
+        (log, [port]),
+        timeout,
+        not_yet=(OSError, BotoCoreError, ClientError),
+    )
 
 
 def create_bucket(server: S3Server, bucket: str) -> str:

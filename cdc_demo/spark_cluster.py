@@ -12,15 +12,14 @@ import json
 import os
 import subprocess
 import tempfile
-import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cdc_demo import free_port, on_free_ports, server_exited, stop
+from cdc_demo import free_port, on_free_ports, stop, wait_ready
 
 HOST = "127.0.0.1"
 
@@ -102,13 +101,13 @@ def _started(cores: int, memory: str, startup_timeout: float) -> Iterator[Cluste
         )
         processes = [master]
         try:
-            _wait(
-                lambda: master_state(web_ui).get("status") == "ALIVE",
-                master,
+            wait_ready(
                 "the Spark master",
-                master_log,
-                (port, ui_port),
+                master,
+                lambda: master_state(web_ui).get("status") == "ALIVE",
+                (master_log, (port, ui_port)),
                 startup_timeout,
+                interval=0.5,
             )
             worker = _daemon(
                 home,
@@ -120,13 +119,13 @@ def _started(cores: int, memory: str, startup_timeout: float) -> Iterator[Cluste
                 env=env,
             )
             processes.append(worker)
-            _wait(
-                lambda: _alive_workers(web_ui) > 0,
-                worker,
+            wait_ready(
                 "the Spark worker",
-                worker_log,
-                (worker_ui,),
+                worker,
+                lambda: _alive_workers(web_ui) > 0,
+                (worker_log, (worker_ui,)),
                 startup_timeout,
+                interval=0.5,
             )
             yield Cluster(master_url, web_ui, work_dir)
         finally:
@@ -137,27 +136,6 @@ def _started(cores: int, memory: str, startup_timeout: float) -> Iterator[Cluste
 def _alive_workers(web_ui: str) -> int:
     workers = master_state(web_ui).get("workers") or []
     return sum(1 for w in workers if w.get("state") == "ALIVE")
-
-
-def _wait(
-    ready: Callable[[], bool],
-    process: subprocess.Popen[bytes],
-    what: str,
-    log: Path,
-    ports: tuple[int, ...],
-    timeout: float,
-) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise server_exited(what, process, log, ports)
-        try:
-            if ready():
-                return
-        except OSError:
-            pass
-        time.sleep(0.5)
-    raise TimeoutError(f"{what} was not ready after {timeout}s")
 
 
 if __name__ == "__main__":  # python -m cdc_demo.spark_cluster: a cluster until Ctrl-C
