@@ -10,7 +10,8 @@ reports for the last run:
 * the driver's time in JVM calls, by the innermost line of ``spark_jobs`` that made them:
   which step of the job the time is in, planning included. Tables applied in parallel
   threads overlap (a call waits while the other thread's job runs): ``--serial`` applies
-  one table at a time, for figures that add up to the wall time;
+  one table at a time, for figures that add up to the wall time. The calls that run no
+  Spark job (building columns and frames: thousands per table) are also summed together;
 * the Spark stages, longest first, each named by the ``spark_jobs`` lines that ran it, with
   its tasks and task time: how busy the cores were, and where the work is;
 * the JVM's CPU time by thread group (Linux: ``/proc``): the tasks, the driver's threads that
@@ -52,12 +53,19 @@ UI = {
 }
 
 
+# A JVM call shorter than this runs no Spark job: it builds a column or a frame (each
+# ``F.`` function is a reflective lookup and a call), reads a conf, looks up a class.
+QUICK_CALL = 0.02
+
+
 class JvmCalls:
-    """Wall time of the driver's JVM calls, by the innermost two ``spark_jobs`` frames."""
+    """Wall time of the driver's JVM calls, by the innermost two ``spark_jobs`` frames; and
+    the calls quicker than :data:`QUICK_CALL`, together (how many, and their time)."""
 
     def __init__(self) -> None:
         self.seconds: collections.defaultdict[str, float] = collections.defaultdict(float)
         self.calls: collections.Counter[str] = collections.Counter()
+        self.quick = [0, 0.0]  # calls, seconds
         self._inside = False
 
     def install(self, context: Any = None) -> None:
@@ -80,17 +88,27 @@ class JvmCalls:
                 return send(connection, command, *args, **kwargs)
             finally:
                 profile._inside = False
-                profile.seconds[where] += time.perf_counter() - started
+                took = time.perf_counter() - started
+                profile.seconds[where] += took
                 profile.calls[where] += 1
+                if took < QUICK_CALL:
+                    profile.quick[0] += 1
+                    profile.quick[1] += took
 
         ClientServerConnection.send_command = timed_send
 
     def reset(self) -> None:
         self.seconds.clear()
         self.calls.clear()
+        self.quick = [0, 0.0]
 
     def report(self, top: int) -> None:
         print(f"\nJVM calls by spark_jobs line: {sum(self.seconds.values()):.1f} s in all")
+        calls, seconds = self.quick
+        print(
+            f"of which {calls:,} calls under {QUICK_CALL * 1000:.0f} ms (building columns and"
+            f" frames, no Spark job): {seconds:.1f} s"
+        )
         print(f"{'seconds':>8}{'calls':>7}  line")
         for where, seconds in sorted(self.seconds.items(), key=lambda item: -item[1])[:top]:
             print(f"{seconds:>8.2f}{self.calls[where]:>7}  {where}")
