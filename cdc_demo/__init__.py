@@ -71,18 +71,19 @@ def wait_ready(
     what: str,
     process: subprocess.Popen[bytes],
     ready: Callable[[], object],
-    started: tuple[Path, Iterable[int]],
+    log: Path,
+    ports: Iterable[int],
     timeout: float,
     not_yet: tuple[type[BaseException], ...] = (OSError,),
     interval: float = 0.3,
 ) -> None:
     """Wait until ``ready()`` is true for a server this project started (one that raises one of
     ``not_yet`` is not ready yet). A server that exits first raises :func:`server_exited`'s
-    error, given ``started``: its log and its ports."""
+    error, from its ``log`` and its ``ports``."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise server_exited(what, process, *started)
+            raise server_exited(what, process, log, ports)
         try:
             if ready():
                 return

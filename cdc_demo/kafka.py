@@ -97,7 +97,8 @@ def _wait_ready(
             listening(int(port), host)
             and AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=5).brokers
         ),
-        (log, ports),
+        log,
+        ports,
         timeout,
         not_yet=(Exception,),
         interval=0.5,

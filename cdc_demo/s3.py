@@ -135,7 +135,8 @@ def _wait_ready(server: S3Server, process: Any, timeout: float, log: Path) -> No
         f"S3Proxy at {server.endpoint_url}",
         process,
         lambda: listening(port) and client.list_buckets(),
-        (log, [port]),
+        log,
+        [port],
         timeout,
         not_yet=(OSError, BotoCoreError, ClientError),
     )

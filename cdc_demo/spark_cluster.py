@@ -105,7 +105,8 @@ def _started(cores: int, memory: str, startup_timeout: float) -> Iterator[Cluste
                 "the Spark master",
                 master,
                 lambda: master_state(web_ui).get("status") == "ALIVE",
-                (master_log, (port, ui_port)),
+                master_log,
+                (port, ui_port),
                 startup_timeout,
                 interval=0.5,
             )
@@ -123,7 +124,8 @@ def _started(cores: int, memory: str, startup_timeout: float) -> Iterator[Cluste
                 "the Spark worker",
                 worker,
                 lambda: _alive_workers(web_ui) > 0,
-                (worker_log, (worker_ui,)),
+                worker_log,
+                (worker_ui,),
                 startup_timeout,
                 interval=0.5,
             )

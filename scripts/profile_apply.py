@@ -65,7 +65,8 @@ class JvmCalls:
     def __init__(self) -> None:
         self.seconds: collections.defaultdict[str, float] = collections.defaultdict(float)
         self.calls: collections.Counter[str] = collections.Counter()
-        self.quick = [0, 0.0]  # calls, seconds
+        self.quick_calls = 0
+        self.quick_seconds = 0.0
         self._inside = False
 
     def install(self, context: Any = None) -> None:
@@ -92,22 +93,22 @@ class JvmCalls:
                 profile.seconds[where] += took
                 profile.calls[where] += 1
                 if took < QUICK_CALL:
-                    profile.quick[0] += 1
-                    profile.quick[1] += took
+                    profile.quick_calls += 1
+                    profile.quick_seconds += took
 
         ClientServerConnection.send_command = timed_send
 
     def reset(self) -> None:
         self.seconds.clear()
         self.calls.clear()
-        self.quick = [0, 0.0]
+        self.quick_calls = 0
+        self.quick_seconds = 0.0
 
     def report(self, top: int) -> None:
         print(f"\nJVM calls by spark_jobs line: {sum(self.seconds.values()):.1f} s in all")
-        calls, seconds = self.quick
         print(
-            f"of which {calls:,} calls under {QUICK_CALL * 1000:.0f} ms (building columns and"
-            f" frames, no Spark job): {seconds:.1f} s"
+            f"of which {self.quick_calls:,} calls under {QUICK_CALL * 1000:.0f} ms (building"
+            f" columns and frames, no Spark job): {self.quick_seconds:.1f} s"
         )
         print(f"{'seconds':>8}{'calls':>7}  line")
         for where, seconds in sorted(self.seconds.items(), key=lambda item: -item[1])[:top]:

@@ -30,7 +30,6 @@ from __future__ import annotations
 import base64
 import binascii
 import datetime as dt
-import json
 from collections.abc import Iterator
 from typing import Any, TypeGuard
 from urllib.parse import urlsplit
@@ -83,10 +82,8 @@ SUFFIXES = (".ndjson", ".jsonl", ".json", ".txt", ".RESOLVED")
 def parse_line(line: str) -> tuple[bytes, str | None, dt.datetime | None, str | None]:
     """(data, partition key, arrival time, envelope error) of one dump line."""
     try:
-        # JSON as RFC 8259 has it, as the JVM's reading of the layout takes it: Python's own
-        # reader also takes NaN, Infinity and -Infinity. (Not a decoder kept in a global: a
-        # job run as a script pickles the globals its tasks use, and a decoder won't pickle.)
-        doc = json.loads(line, parse_constant=jsontext.refuse_constant)
+        # JSON as RFC 8259 has it, as the JVM's reading of the layout takes it.
+        doc = jsontext.loads_rfc8259(line)
         if not isinstance(doc, dict) or not isinstance(doc.get("Data"), str):
             raise ValueError("a line must be an object with a base64 Data field")
         data = base64.b64decode(doc["Data"], validate=True)

@@ -115,6 +115,20 @@ def refuse_constant(name: str) -> Any:
     raise NotJson(f"{name} is not JSON")
 
 
+# One decoder for every strict parse, kept here rather than in a job's module: a job run as a
+# script pickles the globals its tasks use, and a decoder does not pickle (an imported
+# module's globals are not pickled).
+_RFC8259 = json.JSONDecoder(parse_constant=refuse_constant)
+
+
+def loads_rfc8259(text: str) -> Any:
+    """``json.loads`` of RFC 8259 JSON text: :class:`NotJson` (a ``ValueError``) for ``NaN``,
+    ``Infinity`` and ``-Infinity``, which Python's reader takes."""
+    if text.startswith("\ufeff"):
+        return json.loads(text, parse_constant=refuse_constant)  # its error for the BOM
+    return _RFC8259.decode(text)  # what json.loads does past its checks of the text
+
+
 def has_lone_surrogate(value: Any) -> bool:
     """Whether a string of a parsed JSON value (a key too) holds half a UTF-16 pair, as the
     escape ``"\\ud800"`` gives: no Unicode text (Spark's reader and PostgreSQL's ``jsonb``

@@ -322,7 +322,7 @@ def _json(column: ColumnSpec, value: Any) -> Decoded:
         return Decoded(json.dumps(value, separators=(",", ":"), sort_keys=True))
     _expect(column, value, str)
     try:
-        json.loads(value, parse_constant=jsontext.refuse_constant)
+        jsontext.loads_rfc8259(value)
     except ValueError as err:
         raise DecodeError(column.name, f"{value[:40]!r} is not JSON text: {err}") from err
     return Decoded(value)
