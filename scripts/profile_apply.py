@@ -237,6 +237,13 @@ def main() -> int:
     parser.add_argument(
         "--serial", action="store_true", help="apply one table at a time (see above)"
     )
+    parser.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting for the session (repeatable), to compare one against the default",
+    )
     args = parser.parse_args()
 
     from spark_jobs import apply_changes, land_files
@@ -252,7 +259,13 @@ def main() -> int:
     total = bench.write_stream(args.format, args.records, dump, args.files)
     ddl, layout = bench.job_inputs(args.format)
     # The UI's REST API is the source of the job and SQL execution figures.
-    spark = get_session("airflow-cdc-profile", master="local[*]", conf=UI)
+    settings = dict(UI)
+    for item in args.conf:
+        key, sep, value = item.partition("=")
+        if not sep:
+            parser.error(f"--conf takes KEY=VALUE, got {item!r}")
+        settings[key] = value
+    spark = get_session("airflow-cdc-profile", master="local[*]", conf=settings)
     calls = JvmCalls()
     calls.install(spark.sparkContext)
     jvm = spark.sparkContext._jvm

@@ -163,8 +163,10 @@ def decode_changes(
     Most values are in their common form, which a few cheap expressions decode. The full
     rules (regular expressions, many branches: costly to compile and to run) are built only
     for the changes that hold another value, and there only for the columns that do: one
-    pass decodes every change by the common forms and marks those changes, a second decodes
-    them again (few; none in most batches). The result does not depend on that choice."""
+    pass decodes every change by the common forms and marks those changes, keeping their
+    JSON values; a second decodes those columns of them again by the full rules (few rows;
+    none in most batches) and leaves the rest of each row as the first pass made it. The
+    result does not depend on that choice."""
     rare = F.col("_cdc_rare")
     # Counted as the checkpoint is written, not by a query of their own: the marked changes,
     # and the columns that need the full rules (a set of name lists: its size follows their
@@ -177,9 +179,14 @@ def decode_changes(
     common_rows = first.where(rare.isNull()).drop("_cdc_rare")
     if not found["marked"]:
         return common_rows
-    again = first.where(rare.isNotNull()).select("_cdc_rare.change.*")
-    second = _decode(again, spec, types, max_columns, full=set(found["columns"]))
+    full = [c for c in spec.columns if c.name in set(found["columns"])]
+    second = _decode_rare(first.where(rare.isNotNull()), spec, full)
     return common_rows.unionByName(second.localCheckpoint())
+
+
+def _slots(spec: TableSpec) -> dict[str, str]:
+    """The frame column that holds each declared column's JSON value while it decodes."""
+    return {c.name: f"_v{i}" for i, c in enumerate(spec.columns)}
 
 
 def _decode(
@@ -187,13 +194,11 @@ def _decode(
     spec: TableSpec,
     types: list[str],
     max_columns: int,
-    full: set[str] | None = None,
 ) -> DataFrame:
     """:func:`decode_changes` by the common forms alone, with ``_cdc_rare`` where one of the
-    change's values is in no common form (and its row is wrong): the change itself (its
-    columns as a struct, ``change``) and the names of those values' columns (``columns``).
-    With ``full`` (column names), by the full rules for those columns and the common forms
-    elsewhere."""
+    change's values is in no common form (and its row is wrong): every declared column's
+    JSON value (``values``, by slot) and the names of the columns in no common form
+    (``columns``)."""
     keys = list(spec.primary_key)
     is_delete = F.col("op") == "d"
     image = F.when(is_delete, F.col("before")).otherwise(F.col("after"))
@@ -218,28 +223,68 @@ def _decode(
         return F.when(~F.col("_delete"), img[name])
 
     # Each column's JSON value once, as a column: the decoders refer to it many times.
-    slots = {c.name: f"_v{i}" for i, c in enumerate(spec.columns)}
+    slots = _slots(spec)
     frame = frame.select("*", *[raw(c.name).alias(slots[c.name]) for c in spec.columns])
     columns = list(spec.columns)
-    frame, fast_parts, common = decode_fast(frame, columns, slots)
-    if full is None:
-        every = F.lit(True)
-        for column in columns:
-            every = every & common[column.name]
-        names = F.array(*(F.when(~common[c.name], F.lit(c.name)) for c in columns)).cast(
-            "array<string>"
+    frame, parts, common = decode_fast(frame, columns, slots)
+    every = F.lit(True)
+    for column in columns:
+        every = every & common[column.name]
+    names = F.array(*(F.when(~common[c.name], F.lit(c.name)) for c in columns)).cast(
+        "array<string>"
+    )
+    rare = F.when(
+        ~every,
+        F.struct(
+            F.struct(*(F.col(slots[c.name]) for c in columns)).alias("values"),
+            F.filter(names, lambda n: n.isNotNull()).alias("columns"),
+        ),
+    ).alias("_cdc_rare")
+    return _finish(frame, spec, types, parts, slots, max_columns, rare)
+
+
+def _decode_rare(marked: DataFrame, spec: TableSpec, full: list[ColumnSpec]) -> DataFrame:
+    """The first pass's rows of the changes it marked (``_cdc_rare``), with the columns
+    ``full`` decoded by their full rules: their values, their special markers, and the
+    first decode error in the declared order where the first pass found nothing wrong with
+    the change as a whole (which :func:`_finish` checks before any value)."""
+    slots = _slots(spec)
+    frame = marked.select(
+        "*", *(F.col("_cdc_rare")["values"][slots[c.name]].alias(slots[c.name]) for c in full)
+    )
+    frame, parts = decode_columns(frame, full, slots)
+    errors = [
+        F.when(parts[c.name].error.isNotNull(), _error("decode_error", parts[c.name].error))
+        for c in full
+    ]
+    error = F.coalesce(*errors)
+    found = F.col("_err_reason").isNotNull()
+    specials = {c.name: parts[c.name].special for c in full}  # the full rules' always set
+    none = F.lit(None).cast("string")
+    markers = F.array(
+        *(
+            F.struct(F.lit(name).alias("k"), (special if special is not None else none).alias("v"))
+            for name, special in specials.items()
         )
-        rare = F.when(
-            ~every,
-            F.struct(
-                F.struct(*_columns(changes.columns)).alias("change"),
-                F.filter(names, lambda n: n.isNotNull()).alias("columns"),
-            ),
-        ).alias("_cdc_rare")
-        return _finish(frame, spec, types, fast_parts, slots, max_columns, rare)
-    uncommon = [c for c in columns if c.name in full]
-    frame, slow_parts = decode_columns(frame, uncommon, slots)
-    return _finish(frame, spec, types, {**fast_parts, **slow_parts}, slots, max_columns)
+    )
+    decoded = {c.name: parts[c.name].value for c in full}
+    declared = {c.name for c in spec.columns}
+    kept = [c for c in marked.columns if c not in declared and c not in _REDECODED]
+    return frame.select(
+        *(decoded.get(c.name, F.col(quoted(c.name))).alias(c.name) for c in spec.columns),
+        *_columns(kept),
+        F.map_from_entries(F.filter(markers, lambda e: e["v"].isNotNull())).alias(
+            "_cdc_special_values"
+        ),
+        F.when(found, F.col("_err_reason")).otherwise(error["reason"]).alias("_err_reason"),
+        F.when(found, F.col("_err_detail"))
+        .otherwise(F.concat_ws(": ", error["reason"], error["detail"]))
+        .alias("_err_detail"),
+    )
+
+
+# The first pass's columns that the second replaces or drops.
+_REDECODED = ("_cdc_rare", "_cdc_special_values", *ERROR_COLUMNS)
 
 
 def _finish(
