@@ -76,7 +76,7 @@ log = logging.getLogger("airflow_cdc.jobs")
 JOB_NAME = "apply_changes"
 # Formats whose every change names its schema: an empty schema names no declared table.
 NAMES_SCHEMAS = ("dsql",)
-JOB_VERSION = "2.7.20"
+JOB_VERSION = "2.7.21"
 
 
 @dataclass(frozen=True)
@@ -271,11 +271,10 @@ def apply_tables(
             ctx.spark, path, declared, types, limits.added_columns, limits.column_mapping
         )
         decoding = resolve.embed_json(spec) if fmt in EMBEDDED_JSON else spec
-        decoded = resolve.decode_changes(mine, decoding, types, limits.columns)
-        decoded, added = resolve.admit_extras(
-            decoded, declared, spec, limits.added_columns, limits.column_mapping
+        decoded, facts = resolve.decode_changes(mine, decoding, types, limits.columns)
+        decoded, added, facts = resolve.admit_extras(
+            decoded, facts, declared, spec, limits.added_columns, limits.column_mapping
         )
-        facts = resolve.batch_facts(decoded)
         quarantine_changes(decoded.where(F.col("_err_reason").isNotNull()), outcomes)
         good = decoded.where(F.col("_err_reason").isNull()).drop(*resolve.ERROR_COLUMNS)
         keys = list(spec.primary_key)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass, replace
+from typing import Any
 
 from delta.tables import DeltaTable
 from pyspark.sql import Column, DataFrame, SparkSession, Window
@@ -148,17 +149,31 @@ def _columns(names: list[str]) -> list[Column]:
     return [F.col(quoted(n)) for n in names]
 
 
+# The reasons a change is quarantined for as it decodes: the facts count each by name.
+DECODE_REASONS = (
+    "too_many_columns",
+    "missing_key",
+    "missing_image",
+    "key_mismatch",
+    "type_conflict",
+    "decode_error",
+)
+
+
 def _error(reason: str, detail: Column) -> Column:
+    if reason not in DECODE_REASONS:
+        raise ValueError(f"{reason!r} is not in DECODE_REASONS, which the facts count")
     return F.struct(F.lit(reason).alias("reason"), detail.alias("detail"))
 
 
 def decode_changes(
     changes: DataFrame, spec: TableSpec, types: list[str], max_columns: int
-) -> DataFrame:
-    """Changes (parsed shape plus ``members``) -> typed rows of ``spec`` with ``_cdc_*``
+) -> tuple[DataFrame, BatchFacts]:
+    """Changes (parsed shape plus ``members``) -> (typed rows of ``spec`` with ``_cdc_*``
     metadata, or ``_err_reason`` / ``_err_detail`` where the change cannot be applied (an
-    image of more than ``max_columns`` columns is quarantined whole). The result is
-    materialized (checkpoints): read it as often as needed.
+    image of more than ``max_columns`` columns is quarantined whole); their
+    :class:`BatchFacts`). The rows are materialized (checkpoints): read them as often as
+    needed. The facts are counted as they are written, not by a query of their own.
 
     Most values are in their common form, which a few cheap expressions decode. The full
     rules (regular expressions, many branches: costly to compile and to run) are built only
@@ -168,20 +183,26 @@ def decode_changes(
     none in most batches) and leaves the rest of each row as the first pass made it. The
     result does not depend on that choice."""
     rare = F.col("_cdc_rare")
-    # Counted as the checkpoint is written, not by a query of their own: the marked changes,
-    # and the columns that need the full rules (a set of name lists: its size follows their
-    # combinations, not the marked changes).
+    # Beside the facts of the rows it settles: the marked changes, and the columns that need
+    # the full rules (a set of name lists: its size follows their combinations, not the
+    # marked changes).
     first, found = checkpoint_counting(
         _decode(changes, spec, types, max_columns),
         marked=F.count(rare),
         columns=F.array_distinct(F.flatten(F.collect_set(rare["columns"]))),
+        **_fact_metrics(rare.isNull()),
     )
-    common_rows = first.where(rare.isNull()).drop("_cdc_rare")
-    if not found["marked"]:
-        return common_rows
-    full = [c for c in spec.columns if c.name in set(found["columns"])]
-    second = _decode_rare(first.where(rare.isNotNull()), spec, full)
-    return common_rows.unionByName(second.localCheckpoint())
+    rows = first.where(rare.isNull()).drop("_cdc_rare")
+    facts = _facts(found)
+    if found["marked"]:
+        full = [c for c in spec.columns if c.name in set(found["columns"])]
+        second, more = checkpoint_counting(
+            _decode_rare(first.where(rare.isNotNull()), spec, full),
+            **_fact_metrics(F.lit(True)),
+        )
+        rows = rows.unionByName(second)
+        facts = _added(facts, _facts(more))
+    return rows, facts
 
 
 def _slots(spec: TableSpec) -> dict[str, str]:
@@ -413,22 +434,21 @@ def embed_json(spec: TableSpec) -> TableSpec:
 
 
 def admit_extras(
-    decoded: DataFrame, declared: TableSpec, spec: TableSpec, limit: int, mapping: bool = False
-) -> tuple[DataFrame, tuple[str, ...]]:
-    """(decoded, columns to add): the undeclared columns of the batch's good changes that the
-    table may take (:func:`~airflow_cdc.core.columns.admit`); a change carrying any other
-    undeclared column gets the core's quarantine reason for the least of its refused names."""
-    seen = [
-        r[0]
-        for r in decoded.where(F.col("_err_reason").isNull())
-        .select(F.explode(F.map_keys("_cdc_extra")))
-        .distinct()
-        .collect()
-    ]
+    decoded: DataFrame,
+    facts: BatchFacts,
+    declared: TableSpec,
+    spec: TableSpec,
+    limit: int,
+    mapping: bool = False,
+) -> tuple[DataFrame, tuple[str, ...], BatchFacts]:
+    """(decoded, columns to add, its facts): of the undeclared columns of the batch's good
+    changes (``facts.extras``), those the table may take (:func:`~airflow_cdc.core.columns.
+    admit`); a change carrying any other undeclared column gets the core's quarantine reason
+    for the least of its refused names (and the facts are counted again)."""
     current = [c.name for c in spec.columns]
-    admission = admit(current, [c.name for c in declared.columns], seen, limit, mapping)
+    admission = admit(current, [c.name for c in declared.columns], facts.extras, limit, mapping)
     if not admission.refused:
-        return decoded, admission.added
+        return decoded, admission.added, facts
     refused = decoded.sparkSession.createDataFrame(
         [(name, reason, f"{reason}: {text}") for name, (reason, text) in admission.refused.items()],
         "_cdc_refused STRING, _cdc_refused_reason STRING, _cdc_refused_detail STRING",
@@ -449,7 +469,7 @@ def admit_extras(
         .otherwise(F.col("_err_detail"))
         .alias("_err_detail"),
     )
-    return marked, admission.added
+    return marked, admission.added, replace(batch_facts(marked), extras=facts.extras)
 
 
 def is_unordered(sequence: Column) -> Column:
@@ -469,10 +489,12 @@ class BatchFacts:
     quarantined: dict[str, int]  # records (a change's fragments each count) per reason
     unordered: bool  # a good change without a commit position (:func:`place_unordered`)
     partial: bool  # a good partial update (:func:`resolve_table`)
+    # the undeclared columns of the changes that decode (:func:`admit_extras` decides on them)
+    extras: tuple[str, ...] = ()
 
 
 def batch_facts(decoded: DataFrame) -> BatchFacts:
-    """:class:`BatchFacts` of ``decoded`` (the output of :func:`admit_extras`): one query."""
+    """:class:`BatchFacts` of ``decoded`` (with any reason): one query."""
     rows = (
         decoded.groupBy("_err_reason")
         .agg(
@@ -487,6 +509,46 @@ def batch_facts(decoded: DataFrame) -> BatchFacts:
         {r["_err_reason"]: int(r["n"]) for r in rows if r["_err_reason"] is not None},
         bool(good and good[0]["unordered"]),
         bool(good and good[0]["partial"]),
+    )
+
+
+def _fact_metrics(scope: Column) -> dict[str, Column]:
+    """Aggregates over decoded rows, where ``scope`` holds, that :func:`_facts` reads: the
+    decode's own reasons (:data:`DECODE_REASONS`) only."""
+    reason = F.col("_err_reason")
+    good = scope & reason.isNull()
+    records = F.size("_cdc_members")
+    return {
+        **{f"f_{r}": F.sum(F.when(scope & (reason == r), records)) for r in DECODE_REASONS},
+        "f_unordered": F.bool_or(F.when(good, is_unordered(F.col("_cdc_sequence")))),
+        "f_partial": F.bool_or(F.when(good, is_partial(F.col("_cdc_set_columns")))),
+        # A set of sorted name lists: its size follows their combinations, not the changes.
+        "f_extras": F.array_distinct(
+            F.flatten(F.collect_set(F.when(good, F.array_sort(F.map_keys("_cdc_extra")))))
+        ),
+    }
+
+
+def _facts(got: dict[str, Any]) -> BatchFacts:
+    """:class:`BatchFacts` from :func:`_fact_metrics`' values."""
+    return BatchFacts(
+        {r: int(got[f"f_{r}"]) for r in DECODE_REASONS if got[f"f_{r}"]},
+        bool(got["f_unordered"]),
+        bool(got["f_partial"]),
+        tuple(sorted(got["f_extras"] or ())),
+    )
+
+
+def _added(one: BatchFacts, other: BatchFacts) -> BatchFacts:
+    """The facts of two sets of rows together."""
+    reasons = dict(one.quarantined)
+    for reason, n in other.quarantined.items():
+        reasons[reason] = reasons.get(reason, 0) + n
+    return BatchFacts(
+        reasons,
+        one.unordered or other.unordered,
+        one.partial or other.partial,
+        tuple(sorted({*one.extras, *other.extras})),
     )
 
 

@@ -112,11 +112,13 @@ def test_each_change_decodes_as_the_core_says_whichever_pass_reads_it(
     table = spark.read.format("delta").load(f"{warehouse}/public/t")
     rows = {r["id"]: r.asDict() for r in table.selectExpr("*", "unix_micros(c) AS c_us").collect()}
     outcomes = {"applied": 0, "quarantined": 0}
+    reasons: dict[str, int] = {}
     for line, row in zip(lines, ROWS, strict=True):
         outcome, facts = expected(row)
         outcomes[outcome] += 1
         if outcome == "quarantined":
             reason, column = facts
+            reasons[reason] = reasons.get(reason, 0) + 1
             assert line in quarantine, row
             got_reason, detail = quarantine[line]
             assert got_reason == reason, (row, detail)
@@ -134,6 +136,8 @@ def test_each_change_decodes_as_the_core_says_whichever_pass_reads_it(
     # The cases cover what they say: the core quarantines the third, fourth, sixth and last.
     assert outcomes == {"applied": 4, "quarantined": 4}
     assert stats["accounting"]["quarantined"] == outcomes["quarantined"]
+    # Counted as the two passes were written, in the run's stats as in the ledger.
+    assert stats["tables"]["public.t"]["quarantined_by_reason"] == reasons
     assert stats["accounting"]["applied"] == outcomes["applied"]
     assert len(rows) == outcomes["applied"]
     assert all(isinstance(r["id"], Decimal) for r in rows.values())
