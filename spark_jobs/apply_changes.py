@@ -76,7 +76,7 @@ log = logging.getLogger("airflow_cdc.jobs")
 JOB_NAME = "apply_changes"
 # Formats whose every change names its schema: an empty schema names no declared table.
 NAMES_SCHEMAS = ("dsql",)
-JOB_VERSION = "2.7.21"
+JOB_VERSION = "2.7.22"
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from delta.tables import DeltaTable
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from airflow_cdc.core.columns import admit
+from airflow_cdc.core.columns import RESERVED_PREFIX, admit
 from airflow_cdc.core.ddl import ColumnSpec, TableSpec
 from airflow_cdc.core.formats.common import UNORDERED
 from airflow_cdc.core.rows import type_conflicts
@@ -206,8 +206,11 @@ def decode_changes(
 
 
 def _slots(spec: TableSpec) -> dict[str, str]:
-    """The frame column that holds each declared column's JSON value while it decodes."""
-    return {c.name: f"_v{i}" for i, c in enumerate(spec.columns)}
+    """The frame column that holds each declared column's JSON value while it decodes: named
+    with the prefix no table column may take (:data:`~airflow_cdc.core.columns.
+    RESERVED_PREFIX`), as are the decoders' own columns (they extend it), so that the second
+    pass adds them beside the first pass's rows, which hold every declared column."""
+    return {c.name: f"{RESERVED_PREFIX}v{i}" for i, c in enumerate(spec.columns)}
 
 
 def _decode(
