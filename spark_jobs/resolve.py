@@ -283,28 +283,33 @@ def _decode_rare(marked: DataFrame, spec: TableSpec, full: list[ColumnSpec]) -> 
     ]
     error = F.coalesce(*errors)
     found = F.col("_err_reason").isNotNull()
-    specials = {c.name: parts[c.name].special for c in full}  # the full rules' always set
-    none = F.lit(None).cast("string")
-    markers = F.array(
-        *(
-            F.struct(F.lit(name).alias("k"), (special if special is not None else none).alias("v"))
-            for name, special in specials.items()
-        )
-    )
-    decoded = {c.name: parts[c.name].value for c in full}
     declared = {c.name for c in spec.columns}
     kept = [c for c in marked.columns if c not in declared and c not in _REDECODED]
     return frame.select(
-        *(decoded.get(c.name, F.col(quoted(c.name))).alias(c.name) for c in spec.columns),
-        *_columns(kept),
-        F.map_from_entries(F.filter(markers, lambda e: e["v"].isNotNull())).alias(
-            "_cdc_special_values"
+        *(
+            (parts[c.name].value if c.name in parts else F.col(quoted(c.name))).alias(c.name)
+            for c in spec.columns
         ),
+        *_columns(kept),
+        _special_values(parts).alias("_cdc_special_values"),
         F.when(found, F.col("_err_reason")).otherwise(error["reason"]).alias("_err_reason"),
         F.when(found, F.col("_err_detail"))
         .otherwise(F.concat_ws(": ", error["reason"], error["detail"]))
         .alias("_err_detail"),
     )
+
+
+def _special_values(decoded: dict[str, DecodedColumn]) -> Column:
+    """The special markers the values hold, by column name: only columns decoded by their
+    full rules can hold one (empty where none was)."""
+    markers = [
+        F.struct(F.lit(name).alias("k"), parts.special.alias("v"))
+        for name, parts in decoded.items()
+        if parts.special is not None
+    ]
+    if not markers:
+        return F.create_map().cast("map<string,string>")
+    return F.map_from_entries(F.filter(F.array(*markers), lambda e: e["v"].isNotNull()))
 
 
 # The first pass's columns that the second replaces or drops.
@@ -385,19 +390,7 @@ def _finish(
     )
     if missing:
         error = _error("missing_key", F.lit(f"key columns {missing} are not declared"))
-    # Only columns decoded by their full rules can hold a special marker.
-    marked = {c.name: decoded[c.name].special for c in spec.columns}
-    markers = [
-        F.struct(F.lit(name).alias("k"), special.alias("v"))
-        for name, special in marked.items()
-        if special is not None
-    ]
     empty_map = F.create_map().cast("map<string,string>")
-    specials = (
-        F.map_from_entries(F.filter(F.array(*markers), lambda e: e["v"].isNotNull()))
-        if markers
-        else empty_map
-    )
     untyped = F.transform_values(
         F.map_filter(img, lambda k, _: ~k.isin(*declared)) if declared else img,
         lambda _, v: decode_value(_UNTYPED, v).value,
@@ -417,7 +410,7 @@ def _finish(
         F.col("partition").alias("_cdc_partition"),
         F.col("position").alias("_cdc_position"),
         F.when(F.col("_delete"), empty_map).otherwise(undeclared).alias("_cdc_extra"),
-        specials.alias("_cdc_special_values"),
+        _special_values(decoded).alias("_cdc_special_values"),
         F.when(F.coalesce(F.col("partial"), F.lit(False)) & ~F.col("_delete"), set_columns).alias(
             "_cdc_set_columns"
         ),
