@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -24,7 +25,7 @@ from delta.tables import DeltaTable
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from airflow_cdc.core.columns import RESERVED_PREFIX, admit
+from airflow_cdc.core.columns import COLUMN_LIMIT, INVALID_NAME, RESERVED_PREFIX, admit
 from airflow_cdc.core.ddl import ColumnSpec, TableSpec
 from airflow_cdc.core.formats.common import UNORDERED
 from airflow_cdc.core.rows import type_conflicts
@@ -149,7 +150,7 @@ def _columns(names: list[str]) -> list[Column]:
     return [F.col(quoted(n)) for n in names]
 
 
-# The reasons a change is quarantined for as it decodes: the facts count each by name.
+# The reasons a change is quarantined for as it decodes.
 DECODE_REASONS = (
     "too_many_columns",
     "missing_key",
@@ -160,9 +161,14 @@ DECODE_REASONS = (
 )
 
 
+# Every reason a table's decoded changes can carry: the decode's, and admit_extras's for an
+# undeclared column the table may not take.
+REASONS = (*DECODE_REASONS, INVALID_NAME, COLUMN_LIMIT)
+
+
 def _error(reason: str, detail: Column) -> Column:
     if reason not in DECODE_REASONS:
-        raise ValueError(f"{reason!r} is not in DECODE_REASONS, which the facts count")
+        raise ValueError(f"{reason!r} is not in DECODE_REASONS: the facts count each by name")
     return F.struct(F.lit(reason).alias("reason"), detail.alias("detail"))
 
 
@@ -445,6 +451,9 @@ def admit_extras(
     admission = admit(current, [c.name for c in declared.columns], facts.extras, limit, mapping)
     if not admission.refused:
         return decoded, admission.added, facts
+    unknown = {reason for reason, _ in admission.refused.values()} - set(REASONS)
+    if unknown:
+        raise ValueError(f"{sorted(unknown)} are not in REASONS: the facts count each by name")
     refused = decoded.sparkSession.createDataFrame(
         [(name, reason, f"{reason}: {text}") for name, (reason, text) in admission.refused.items()],
         "_cdc_refused STRING, _cdc_refused_reason STRING, _cdc_refused_detail STRING",
@@ -465,7 +474,7 @@ def admit_extras(
         .otherwise(F.col("_err_detail"))
         .alias("_err_detail"),
     )
-    return marked, admission.added, replace(batch_facts(marked), extras=facts.extras)
+    return marked, admission.added, batch_facts(marked)
 
 
 def is_unordered(sequence: Column) -> Column:
@@ -490,32 +499,20 @@ class BatchFacts:
 
 
 def batch_facts(decoded: DataFrame) -> BatchFacts:
-    """:class:`BatchFacts` of ``decoded`` (with any reason): one query."""
-    rows = (
-        decoded.groupBy("_err_reason")
-        .agg(
-            F.sum(F.size("_cdc_members")).alias("n"),
-            F.bool_or(is_unordered(F.col("_cdc_sequence"))).alias("unordered"),
-            F.bool_or(is_partial(F.col("_cdc_set_columns"))).alias("partial"),
-        )
-        .collect()
-    )
-    good = [r for r in rows if r["_err_reason"] is None]
-    return BatchFacts(
-        {r["_err_reason"]: int(r["n"]) for r in rows if r["_err_reason"] is not None},
-        bool(good and good[0]["unordered"]),
-        bool(good and good[0]["partial"]),
-    )
+    """:class:`BatchFacts` of ``decoded``: one query."""
+    got = decoded.agg(*(m.alias(n) for n, m in _fact_metrics(F.lit(True)).items())).first()
+    assert got is not None  # an aggregate without grouping has one row
+    return _facts(got.asDict())
 
 
 def _fact_metrics(scope: Column) -> dict[str, Column]:
     """Aggregates over decoded rows, where ``scope`` holds, that :func:`_facts` reads: the
-    decode's own reasons (:data:`DECODE_REASONS`) only."""
+    records of each reason of :data:`REASONS`."""
     reason = F.col("_err_reason")
     good = scope & reason.isNull()
     records = F.size("_cdc_members")
     return {
-        **{f"f_{r}": F.sum(F.when(scope & (reason == r), records)) for r in DECODE_REASONS},
+        **{f"f_{r}": F.sum(F.when(scope & (reason == r), records)) for r in REASONS},
         "f_unordered": F.bool_or(F.when(good, is_unordered(F.col("_cdc_sequence")))),
         "f_partial": F.bool_or(F.when(good, is_partial(F.col("_cdc_set_columns")))),
         # A set of sorted name lists: its size follows their combinations, not the changes.
@@ -528,7 +525,7 @@ def _fact_metrics(scope: Column) -> dict[str, Column]:
 def _facts(got: dict[str, Any]) -> BatchFacts:
     """:class:`BatchFacts` from :func:`_fact_metrics`' values."""
     return BatchFacts(
-        {r: int(got[f"f_{r}"]) for r in DECODE_REASONS if got[f"f_{r}"]},
+        {r: int(got[f"f_{r}"]) for r in REASONS if got[f"f_{r}"]},
         bool(got["f_unordered"]),
         bool(got["f_partial"]),
         tuple(sorted(got["f_extras"] or ())),
@@ -537,11 +534,8 @@ def _facts(got: dict[str, Any]) -> BatchFacts:
 
 def _added(one: BatchFacts, other: BatchFacts) -> BatchFacts:
     """The facts of two sets of rows together."""
-    reasons = dict(one.quarantined)
-    for reason, n in other.quarantined.items():
-        reasons[reason] = reasons.get(reason, 0) + n
     return BatchFacts(
-        reasons,
+        dict(Counter(one.quarantined) + Counter(other.quarantined)),
         one.unordered or other.unordered,
         one.partial or other.partial,
         tuple(sorted({*one.extras, *other.extras})),

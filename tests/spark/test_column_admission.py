@@ -5,6 +5,7 @@ retry, at the ALTER TABLE)."""
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -91,6 +92,9 @@ def test_columns_the_table_cannot_take_quarantine_their_change(spark: Any, tmp_p
     assert "'_cdc_'" in reasons[4]
     assert reasons[6].startswith("column_limit: column 'x1'"), reasons[6]
     assert reasons[7] == "too_many_columns: the image has 11 columns; the limit is 10"
+    # The run's stats count them as the quarantine holds them, admission's reasons too.
+    by_reason = Counter(text.split(":", 1)[0] for text in reasons.values())
+    assert stats["tables"]["public.accounts"]["quarantined_by_reason"] == dict(by_reason)
 
     again = process(str(tmp_path / "warehouse"), "b1", ddl=DDL, source="sb1", options=LIMITS)[
         "apply"
