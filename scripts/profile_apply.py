@@ -246,12 +246,11 @@ def main() -> int:
     )
     args = parser.parse_args()
 
-    from spark_jobs import apply_changes, land_files
-    from spark_jobs import common as job_common
+    from spark_jobs import apply_changes, frames, land_files
     from spark_jobs.session import get_session
 
     if args.serial:
-        job_common.PARALLEL_TABLES = 1
+        frames.PARALLEL_TABLES = 1
 
     work = Path(args.work) / args.format
     shutil.rmtree(work, ignore_errors=True)

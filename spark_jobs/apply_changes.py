@@ -51,26 +51,23 @@ from spark_jobs import (
 )
 from spark_jobs import cut as cutting
 from spark_jobs.apply import BELOW_PUBLISHED_CUT
-from spark_jobs.common import (
-    RECORD,
-    JobContext,
+from spark_jobs.arguments import (
     add_table_arguments,
     at_least,
     base_parser,
-    checkpoint_counting,
-    fault_point,
-    from_micros,
-    in_parallel,
     instant,
     positive_count,
-    read_text,
     source_name,
-    start,
-    write_stats,
 )
+from spark_jobs.faults import fault_point
+from spark_jobs.files import read_text
+from spark_jobs.frames import checkpoint_counting, in_parallel
 from spark_jobs.ledger import CONTROL, QUARANTINED, Outcomes, per_record, union_all
 from spark_jobs.parse import RTYPES, parse_records
+from spark_jobs.runs import start, write_stats
 from spark_jobs.session import fit_codegen
+from spark_jobs.times import from_micros
+from spark_jobs.warehouse import RECORD, JobContext
 
 log = logging.getLogger("airflow_cdc.jobs")
 JOB_NAME = "apply_changes"

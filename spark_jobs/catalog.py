@@ -25,7 +25,9 @@ from pyspark.sql import SparkSession
 
 from airflow_cdc.core.events import TableRef
 from airflow_cdc.jobs import CATALOG_NAME
-from spark_jobs.common import hadoop_path_in, quoted, table_exists
+from spark_jobs.delta_tables import table_exists
+from spark_jobs.files import hadoop_path_in
+from spark_jobs.schemas import quoted
 
 log = logging.getLogger("airflow_cdc.jobs")
 

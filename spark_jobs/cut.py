@@ -40,20 +40,13 @@ from airflow_cdc.core.resolved import ShardProgress, resolved_timestamp
 from airflow_cdc.core.resolved_state import parse_state
 from airflow_cdc.jobs import published_cut_path
 from spark_jobs import ledger, open_state
-from spark_jobs.common import (
-    PROGRESS,
-    RECORD,
-    JobContext,
-    from_micros,
-    horizon_us,
-    read_text,
-    table_version,
-    to_micros,
-    write_text,
-)
+from spark_jobs.delta_tables import table_version
+from spark_jobs.files import read_text, write_text
 from spark_jobs.ledger import PENDING
 from spark_jobs.parse import PARSED_COLUMNS, TEXT_FIELDS, TXN, from_text
 from spark_jobs.schemas import struct
+from spark_jobs.times import from_micros, horizon_us, to_micros
+from spark_jobs.warehouse import PROGRESS, RECORD, JobContext
 
 log = logging.getLogger("airflow_cdc.jobs")
 

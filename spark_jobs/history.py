@@ -33,8 +33,8 @@ from pyspark.sql.types import StructType
 
 from airflow_cdc.core.ddl import TableSpec, history_ref
 from spark_jobs.apply import ensure_target, key_range, merging_into
-from spark_jobs.common import quoted, retry_on_conflict
-from spark_jobs.schemas import struct
+from spark_jobs.delta_tables import retry_on_conflict
+from spark_jobs.schemas import quoted, struct
 
 HISTORY_META_DDL = (
     "__start_at TIMESTAMP, __end_at TIMESTAMP, _cdc_deleted BOOLEAN, _cdc_sequence STRING,"

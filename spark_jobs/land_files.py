@@ -45,18 +45,8 @@ from airflow_cdc.core.formats import IN_BAND_RESOLVED, resolved_marker
 from airflow_cdc.core.formats.cockroach import split_batch
 from airflow_cdc.core.ordering import pad_decimal
 from airflow_cdc.core.types import MAX_MICROS, MIN_MICROS
-from spark_jobs.common import (
-    RECORD,
-    JobContext,
-    WholeJson,
-    base_parser,
-    from_micros,
-    is_base64,
-    source_name,
-    start,
-    to_micros,
-    write_stats,
-)
+from spark_jobs.arguments import base_parser, source_name
+from spark_jobs.json_columns import WholeJson, is_base64
 from spark_jobs.landing import (
     Checkpoint,
     ShardTask,
@@ -70,7 +60,10 @@ from spark_jobs.landing import (
     run_name,
 )
 from spark_jobs.ledger import union_all
+from spark_jobs.runs import start, write_stats
 from spark_jobs.session import session_conf
+from spark_jobs.times import from_micros, to_micros
+from spark_jobs.warehouse import RECORD, JobContext
 
 JOB_NAME = "land_files"
 JOB_VERSION = "1.2.13"

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 import os
 import time
 from collections.abc import Iterator
@@ -31,7 +32,7 @@ from airflow_cdc.core.events import Message
 from airflow_cdc.core.formats import IN_BAND_RESOLVED, resolved_marker
 from airflow_cdc.core.ordering import pad_decimal
 from airflow_cdc.jobs import KAFKA_CONFIG_ENV, OFFSETS_BEHIND
-from spark_jobs.common import base_parser, from_micros, log, start, write_stats
+from spark_jobs.arguments import base_parser
 from spark_jobs.landing import (
     ShardTask,
     add_landing_arguments,
@@ -41,6 +42,10 @@ from spark_jobs.landing import (
     progress_row,
     record_row,
 )
+from spark_jobs.runs import start, write_stats
+from spark_jobs.times import from_micros
+
+log = logging.getLogger("airflow_cdc.jobs")
 
 JOB_NAME = "land_kafka"
 JOB_VERSION = "1.1.1"

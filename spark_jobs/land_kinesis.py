@@ -17,7 +17,7 @@ from typing import Any
 
 from airflow_cdc.core.ordering import kinesis_sequence_key
 from airflow_cdc.jobs import MILLIS_BEHIND
-from spark_jobs.common import base_parser, start, write_stats
+from spark_jobs.arguments import base_parser
 from spark_jobs.landing import (
     ShardTask,
     add_landing_arguments,
@@ -26,6 +26,7 @@ from spark_jobs.landing import (
     progress_row,
     record_row,
 )
+from spark_jobs.runs import start, write_stats
 
 JOB_NAME = "land_kinesis"
 JOB_VERSION = "1.1.1"

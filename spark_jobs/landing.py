@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import logging
 import re
 import time
 import uuid
@@ -29,25 +30,14 @@ from pyspark.sql import functions as F
 from airflow_cdc.core.formats import IN_BAND_RESOLVED
 from airflow_cdc.core.resolved import ShardProgress, resolved_timestamp
 from airflow_cdc.jobs import TIP_UNITS, describe_shard
-from spark_jobs.common import (
-    COMMIT_CONFLICTS,
-    PROGRESS,
-    RAW_SCHEMA,
-    RECORD,
-    JobContext,
-    dated_name,
-    delete_path,
-    delete_stale,
-    fault_point,
-    from_micros,
-    horizon_us,
-    log,
-    read_text,
-    table_exists,
-    to_micros,
-    write_text,
-)
+from spark_jobs.delta_tables import COMMIT_CONFLICTS, table_exists
+from spark_jobs.faults import fault_point
+from spark_jobs.files import dated_name, delete_path, delete_stale, read_text, write_text
 from spark_jobs.session import fit_codegen
+from spark_jobs.times import from_micros, horizon_us, to_micros
+from spark_jobs.warehouse import PROGRESS, RAW_SCHEMA, RECORD, JobContext
+
+log = logging.getLogger("airflow_cdc.jobs")
 
 MAX_WAVES = 32
 # A landing run's staging directory older than this belongs to a run that died.

@@ -51,6 +51,7 @@ tombstones purged and the files VACUUM deleted.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import math
 import time
 from collections.abc import Callable
@@ -80,28 +81,19 @@ from airflow_cdc.jobs import (
     TOMBSTONE_RETENTION_SECONDS,
 )
 from spark_jobs import history, ledger
-from spark_jobs.common import (
-    PROGRESS,
-    JobContext,
-    add_table_arguments,
-    at_least,
-    base_parser,
-    fault_point,
-    from_micros,
-    hadoop_path,
-    in_parallel,
-    log,
-    quoted,
-    read_text,
-    retry_on_conflict,
-    source_name,
-    start,
-    table_exists,
-    table_properties,
-    write_stats,
-)
+from spark_jobs.arguments import add_table_arguments, at_least, base_parser, source_name
 from spark_jobs.cut import member_ids
+from spark_jobs.delta_tables import retry_on_conflict, table_exists, table_properties
+from spark_jobs.faults import fault_point
+from spark_jobs.files import hadoop_path, read_text
+from spark_jobs.frames import in_parallel
 from spark_jobs.reassemble import OPEN
+from spark_jobs.runs import start, write_stats
+from spark_jobs.schemas import quoted
+from spark_jobs.times import from_micros
+from spark_jobs.warehouse import PROGRESS, JobContext
+
+log = logging.getLogger("airflow_cdc.jobs")
 
 JOB_NAME = "maintain"
 JOB_VERSION = "1.4.1"

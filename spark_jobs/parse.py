@@ -29,7 +29,8 @@ from airflow_cdc.core.events import ChangeRecord, Control, Fragment, Message
 from airflow_cdc.core.exceptions import RecordFormatError
 from airflow_cdc.core.formats import parser_for
 from airflow_cdc.core.formats.common import RecordLimits
-from spark_jobs.common import WholeJson, arrow_batch, is_object
+from spark_jobs.frames import arrow_batch
+from spark_jobs.json_columns import WholeJson, is_object
 from spark_jobs.schemas import struct
 
 IMAGE = "MAP<STRING, VARIANT>"

@@ -27,7 +27,7 @@ from pyspark.sql import functions as F
 
 from airflow_cdc.core.events import ChunkRef, Fragment
 from airflow_cdc.core.reassembly import COMPLETE, FAILED, assemble
-from spark_jobs.common import arrow_batch
+from spark_jobs.frames import arrow_batch
 from spark_jobs.ledger import DUPLICATE, PENDING, per_record, union_all
 from spark_jobs.parse import CHUNK_REFS, PARSED_COLUMNS, TEXT_FIELDS, TXN, from_text
 from spark_jobs.schemas import struct

@@ -30,9 +30,10 @@ from airflow_cdc.core.ddl import ColumnSpec, TableSpec
 from airflow_cdc.core.formats.common import UNORDERED
 from airflow_cdc.core.rows import type_conflicts
 from airflow_cdc.core.types import column_of, column_of_spark, spark_type, widen, widens
-from spark_jobs.common import checkpoint_counting, quoted
+from spark_jobs.frames import checkpoint_counting
 from spark_jobs.ledger import DUPLICATE, SUPERSEDED, per_record, union_all
 from spark_jobs.parse import IMAGE
+from spark_jobs.schemas import quoted
 from spark_jobs.values import DecodedColumn, decode_columns, decode_fast, decode_value
 
 log = logging.getLogger("airflow_cdc.jobs")

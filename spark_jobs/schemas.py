@@ -98,3 +98,8 @@ def _split(text: str) -> list[str]:
             current.append(char)
     parts.append("".join(current))
     return [p for p in parts if p.strip()]
+
+
+def quoted(name: str) -> str:
+    """A name as a Spark SQL identifier (backticks doubled)."""
+    return "`" + name.replace("`", "``") + "`"

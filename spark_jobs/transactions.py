@@ -35,10 +35,11 @@ from pyspark.sql import functions as F
 
 from airflow_cdc.core.ddl import TableSpec
 from spark_jobs import ledger, open_state, resolve
-from spark_jobs.common import JobContext, from_micros
 from spark_jobs.cut import Cut
 from spark_jobs.ledger import CONTROL, PENDING, union_all
 from spark_jobs.schemas import struct
+from spark_jobs.times import from_micros
+from spark_jobs.warehouse import JobContext
 
 END_SCHEMA = "event_count BIGINT, collections MAP<STRING, BIGINT>"
 OPEN_SCHEMA = struct(

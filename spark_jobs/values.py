@@ -49,7 +49,7 @@ from airflow_cdc.core.types import (
     decimal_shape,
     spark_type,
 )
-from spark_jobs.common import WholeJson, is_base64
+from spark_jobs.json_columns import WholeJson, is_base64
 
 _INT_KINDS = ("TINYINT", "SMALLINT", "INT", "BIGINT")
 _RANGES = {

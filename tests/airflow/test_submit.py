@@ -211,7 +211,7 @@ def test_library_archive_ships_core_and_jobs_but_no_airflow_layer(tmp_path, monk
         "airflow_cdc/__init__.py",
         "airflow_cdc/core/reassembly.py",
         "spark_jobs/apply_changes.py",
-        "spark_jobs/common.py",
+        "spark_jobs/warehouse.py",
     } <= names
     assert not any(n.startswith(("airflow_cdc/operators", "airflow_cdc/sensors")) for n in names)
     assert library_archive() == archive  # built once per content

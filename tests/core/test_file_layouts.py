@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from spark_jobs.common import RAW_SCHEMA
 from spark_jobs.land_files import FileReader, list_files
 from spark_jobs.landing import ShardTask
+from spark_jobs.warehouse import RAW_SCHEMA
 
 FIELDS = [f.name for f in RAW_SCHEMA.fields if f.name not in ("land_seq", "batch_id", "land_run")]
 

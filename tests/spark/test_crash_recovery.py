@@ -3,7 +3,7 @@
 A killed job runs in its own process (its own Spark) with ``AIRFLOW_CDC_FAULT`` naming the
 point where it dies with exit code 137, as a killed container would. Most apply crashes are
 simulated in the test process instead (``AIRFLOW_CDC_FAULT_MODE=raise``: the job raises
-:class:`~spark_jobs.common.SimulatedCrash` there, which no handler catches and on whose way
+:class:`~spark_jobs.faults.SimulatedCrash` there, which no handler catches and on whose way
 out nothing is written, so the tables and bookkeeping are left as a kill leaves them), at a
 fraction of a new JVM's cost; one apply crash stays a real kill.
 """
@@ -22,7 +22,7 @@ from delta.tables import DeltaTable
 from cdc_demo import kinesis
 from cdc_demo.dsql_stream import DDL, TABLES, differences, generate, write_ndjson
 from spark_jobs import apply_changes, common
-from spark_jobs.common import SimulatedCrash
+from spark_jobs.faults import SimulatedCrash
 from spark_jobs.ledger import STATUSES
 from tests.conftest import REPO
 from tests.spark.pipeline import land_dump, live_rows, process

@@ -136,9 +136,9 @@ LINES = [
 def test_the_jvm_lands_each_line_as_the_reader_does(
     spark: Any, warehouse: str, tmp_path: Path
 ) -> None:
-    from spark_jobs.common import to_micros
     from spark_jobs.land_files import FileReader
     from spark_jobs.landing import ShardTask
+    from spark_jobs.times import to_micros
 
     dump = tmp_path / "shard-000.ndjson"
     dump.write_bytes(b"\n".join(LINES) + b"\n")

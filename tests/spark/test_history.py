@@ -21,7 +21,7 @@ import pytest
 from airflow_cdc.cuts import published_cut, read_cut
 from cdc_demo.dsql_stream import write_ndjson
 from spark_jobs import apply_changes
-from spark_jobs.common import SimulatedCrash
+from spark_jobs.faults import SimulatedCrash
 from spark_jobs.ledger import STATUSES
 from tests.spark.pipeline import land_dump
 from tests.spark.test_cuts import record

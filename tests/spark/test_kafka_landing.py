@@ -13,7 +13,7 @@ import pytest
 from cdc_demo.change_stream import DDL, TOPIC, generate
 from cdc_demo.kafka import create_topic, produce
 from spark_jobs import land_kafka
-from spark_jobs.common import RECORD, Warehouse
+from spark_jobs.warehouse import RECORD, Warehouse
 from tests.spark.pipeline import process
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]

@@ -15,7 +15,7 @@ import pytest
 
 from cdc_demo.dsql_stream import DDL, generate, write_ndjson
 from spark_jobs import ledger, maintain
-from spark_jobs.common import JobContext, Warehouse
+from spark_jobs.warehouse import JobContext, Warehouse
 from tests.spark.pipeline import land_dump, process
 
 pytestmark = pytest.mark.spark
@@ -176,10 +176,10 @@ def test_vacuum_below_deltas_safety_floor_is_refused(warehouse: str) -> None:
 def test_conflicts_are_retried_and_other_errors_are_not(monkeypatch: Any) -> None:
     from delta.exceptions import ConcurrentAppendException
 
-    from spark_jobs import common
+    from spark_jobs import delta_tables
 
     pauses: list[float] = []
-    monkeypatch.setattr(common.time, "sleep", pauses.append)
+    monkeypatch.setattr(delta_tables.time, "sleep", pauses.append)
     calls: list[int] = []
 
     def flaky(failures: int, error: Exception) -> Any:
@@ -191,15 +191,15 @@ def test_conflicts_are_retried_and_other_errors_are_not(monkeypatch: Any) -> Non
 
         return step
 
-    assert common.retry_on_conflict(flaky(2, ConcurrentAppendException("x")), "step") == 7
+    assert delta_tables.retry_on_conflict(flaky(2, ConcurrentAppendException("x")), "step") == 7
     assert len(calls) == 3 and len(pauses) == 2 and pauses[1] > 0
     calls.clear()
     with pytest.raises(ConcurrentAppendException):
-        common.retry_on_conflict(flaky(9, ConcurrentAppendException("x")), "step", attempts=3)
+        delta_tables.retry_on_conflict(flaky(9, ConcurrentAppendException("x")), "step", attempts=3)
     assert len(calls) == 3
     calls.clear()
     with pytest.raises(ValueError):
-        common.retry_on_conflict(flaky(9, ValueError("bad")), "step")
+        delta_tables.retry_on_conflict(flaky(9, ValueError("bad")), "step")
     assert len(calls) == 1
 
 

@@ -1,4 +1,4 @@
-"""Tables applied in parallel threads of one Spark session (spark_jobs.common.in_parallel)."""
+"""Tables applied in parallel threads of one Spark session (spark_jobs.frames.in_parallel)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from spark_jobs.common import in_parallel
+from spark_jobs.frames import in_parallel
 from spark_jobs.session import session_conf
 
 

@@ -23,7 +23,7 @@ from airflow_cdc.core.exceptions import DecodeError, RecordFormatError
 from airflow_cdc.core.rows import decode_row
 from cdc_demo.dsql_stream import write_ndjson
 from spark_jobs import apply_changes
-from spark_jobs.common import to_micros
+from spark_jobs.times import to_micros
 from tests.spark.pipeline import land_dump
 
 pytestmark = pytest.mark.spark

@@ -1,0 +1,107 @@
+"""Delta tables' commits: the conflicts a concurrent writer causes, retrying them, and the
+versions a run committed."""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+from delta.exceptions import (
+    ConcurrentAppendException,
+    ConcurrentDeleteDeleteException,
+    ConcurrentDeleteReadException,
+    ConcurrentTransactionException,
+    ConcurrentWriteException,
+    DeltaConcurrentModificationException,
+    MetadataChangedException,
+    ProtocolChangedException,
+)
+from delta.tables import DeltaTable
+from pyspark.sql import SparkSession
+
+from spark_jobs.session import COMMIT_METADATA_CONF
+
+log = logging.getLogger("airflow_cdc.jobs")
+T = TypeVar("T")
+
+
+# What a Delta commit raises when a concurrent writer committed first (delta-spark's Python
+# classes do not share a base).
+COMMIT_CONFLICTS = (
+    DeltaConcurrentModificationException,
+    ConcurrentWriteException,
+    MetadataChangedException,
+    ProtocolChangedException,
+    ConcurrentAppendException,
+    ConcurrentDeleteReadException,
+    ConcurrentDeleteDeleteException,
+    ConcurrentTransactionException,
+)
+
+
+CONFLICT_ATTEMPTS = 4
+
+
+def table_properties(properties: dict[str, str]) -> str:
+    """``properties`` (the jobs' own keys and values, never data) as the list that SQL's
+    ``TBLPROPERTIES (...)`` takes."""
+    return ", ".join(f"'{key}' = '{value}'" for key, value in properties.items())
+
+
+def retry_on_conflict(step: Callable[[], T], what: str, attempts: int = CONFLICT_ATTEMPTS) -> T:
+    """Run the Delta transaction ``step``; when a concurrent writer committed first (Delta's
+    conflict exceptions only), run it again on the new snapshot after a growing, jittered
+    pause, up to ``attempts`` times in all. Only for steps that are safe to repeat (guarded
+    MERGE, OPTIMIZE, DELETE)."""
+    for attempt in range(1, attempts + 1):
+        try:
+            return step()
+        except COMMIT_CONFLICTS as err:
+            if attempt == attempts:
+                raise
+            pause = min(30.0, 2.0**attempt) * random.uniform(0.5, 1.5)
+            log.warning(
+                "%s met a concurrent commit (%s), attempt %d of %d: retrying in %.1fs",
+                what,
+                type(err).__name__,
+                attempt,
+                attempts,
+                pause,
+            )
+            time.sleep(pause)
+    raise AssertionError("unreachable")
+
+
+def table_exists(spark: SparkSession, path: str) -> bool:
+    return DeltaTable.isDeltaTable(spark, path)
+
+
+def table_version(spark: SparkSession, path: str) -> int | None:
+    """The Delta table's newest version (None when it has no commit)."""
+    row = DeltaTable.forPath(spark, path).history(1).select("version").first()
+    return None if row is None else int(row[0])
+
+
+# How far back :func:`committed_version` looks for this run's commit.
+RECENT_COMMITS = 20
+
+
+def committed_version(spark: SparkSession, path: str, operation: str) -> int | None:
+    """The version of this run's newest ``operation`` commit to the table (a commit carries
+    the run's metadata, :func:`spark_jobs.session.set_commit_metadata`), among its last few;
+    else its newest version. A commit another writer makes after it (a compaction) is not
+    taken for it."""
+    mine = spark.conf.get(COMMIT_METADATA_CONF, None)
+    # A few rows of the log's commit infos, collected as they are (no Spark job runs).
+    recent = (
+        DeltaTable.forPath(spark, path)
+        .history(RECENT_COMMITS)
+        .select("version", "operation", "userMetadata")
+        .collect()
+    )
+    ours = [r[0] for r in recent if mine is not None and (r[1], r[2]) == (operation, mine)]
+    newest = max(ours or [r[0] for r in recent], default=None)
+    return None if newest is None else int(newest)

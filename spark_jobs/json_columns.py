@@ -1,0 +1,63 @@
+"""Column tests and readers of JSON text and VARIANT values, as Python's JSON reader takes them."""
+
+from __future__ import annotations
+
+import uuid
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+
+
+def is_base64(text: Column) -> Column:
+    """Whether ``text`` is padded standard Base64: alphabet characters, at most two ``=`` at
+    the end, a length that is a multiple of four (the same strings as groups of four with an
+    optional padded last group, without a regex that backtracks over long values). The
+    length is counted in bytes, which the text keeps (characters are counted by a scan):
+    Base64 text is ASCII, so where the regex holds the two counts agree."""
+    return (F.octet_length(text) % 4 == 0) & text.rlike(r"^[A-Za-z0-9+/]*={0,2}\z")
+
+
+def is_object(value: Column) -> Column:
+    """Whether a VARIANT is a JSON object (false where absent). The test is a cast to the
+    struct of no fields, which copies none of the object's values (a cast to a map of them,
+    or spelling out its schema, would read them all)."""
+    return F.try_variant_get(value, "$", _NO_FIELDS).isNotNull()
+
+
+_NO_FIELDS = "struct<>"
+
+
+class WholeJson:
+    """JSON text parsed as a VARIANT only when it is one whole JSON value, as Python's
+    ``json.loads`` takes it: Spark's parser reads a document's first value and ignores what
+    follows it (a second record, say).
+
+    The text is parsed as the first element of an array whose second is a text no input
+    holds (new for each instance): the second element is that text only when the input is
+    one whole value. Stage :meth:`wrapped` as a column, then read the value's fields
+    from it with :meth:`at` where :meth:`whole` holds, so that the text is parsed once and
+    the value is never copied whole."""
+
+    def __init__(self) -> None:
+        self.end = uuid.uuid4().hex
+
+    def wrapped(self, text: Column) -> Column:
+        return F.try_parse_json(F.concat(F.lit("["), text, F.lit(f',"{self.end}"]')))
+
+    def whole(self, wrapped: Column) -> Column:
+        """Whether the input is one whole JSON value: true, or null where it is not (SQL
+        NULL, text that does not parse) or false where it parses as more than one value."""
+        return F.try_variant_get(wrapped, "$[1]", "string") == self.end
+
+    @staticmethod
+    def at(wrapped: Column, path: str, kind: str) -> Column:
+        """The input's value at ``path`` (``$``, ``$.a.b``) as ``kind``, where it is one
+        whole JSON value (test :meth:`whole` for that)."""
+        if not path.startswith("$"):
+            raise ValueError(f"a path starts with $: {path!r}")
+        return F.try_variant_get(wrapped, "$[0]" + path[1:], kind)
+
+    @classmethod
+    def is_object_at(cls, wrapped: Column, path: str = "$") -> Column:
+        """:func:`is_object` of the input's value at ``path``, without taking it out."""
+        return cls.at(wrapped, path, _NO_FIELDS).isNotNull()
