@@ -21,7 +21,7 @@ from delta.tables import DeltaTable
 
 from cdc_demo import kinesis
 from cdc_demo.dsql_stream import DDL, TABLES, differences, generate, write_ndjson
-from spark_jobs import apply_changes, common
+from spark_jobs import apply_changes, frames
 from spark_jobs.faults import SimulatedCrash
 from spark_jobs.ledger import STATUSES
 from tests.conftest import REPO
@@ -51,7 +51,7 @@ def crash_in_process(monkeypatch: pytest.MonkeyPatch, fault: str, job: Any, *arg
     with monkeypatch.context() as patched:
         patched.setenv("AIRFLOW_CDC_FAULT", fault)
         patched.setenv("AIRFLOW_CDC_FAULT_MODE", "raise")
-        patched.setattr(common, "PARALLEL_TABLES", 1)
+        patched.setattr(frames, "PARALLEL_TABLES", 1)
         with pytest.raises(SimulatedCrash):
             job(list(args))
 
