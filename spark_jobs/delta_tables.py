@@ -7,7 +7,7 @@ import logging
 import random
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from delta.exceptions import (
     ConcurrentAppendException,
@@ -95,13 +95,25 @@ def committed_version(spark: SparkSession, path: str, operation: str) -> int | N
     else its newest version. A commit another writer makes after it (a compaction) is not
     taken for it."""
     mine = spark.conf.get(COMMIT_METADATA_CONF, None)
-    # A few rows of the log's commit infos, collected as they are (no Spark job runs).
-    recent = (
+    recent = _recent_commits(spark, path)
+    ours = [r[0] for r in recent if mine is not None and (r[1], r[2]) == (operation, mine)]
+    newest = max(ours or [r[0] for r in recent], default=None)
+    return None if newest is None else int(newest)
+
+
+def commit_with(spark: SparkSession, path: str, metadata: str) -> int | None:
+    """The version of the newest of the table's last few commits whose metadata is
+    ``metadata`` (:func:`spark_jobs.session.commit_metadata`), if one is."""
+    found = [int(r[0]) for r in _recent_commits(spark, path) if r[2] == metadata]
+    return max(found, default=None)
+
+
+def _recent_commits(spark: SparkSession, path: str) -> list[Any]:
+    """(version, operation, userMetadata) of the table's last :data:`RECENT_COMMITS` commits:
+    a few rows of the log's commit infos, collected as they are (no Spark job runs)."""
+    return (
         DeltaTable.forPath(spark, path)
         .history(RECENT_COMMITS)
         .select("version", "operation", "userMetadata")
         .collect()
     )
-    ours = [r[0] for r in recent if mine is not None and (r[1], r[2]) == (operation, mine)]
-    newest = max(ours or [r[0] for r in recent], default=None)
-    return None if newest is None else int(newest)

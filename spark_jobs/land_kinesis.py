@@ -29,7 +29,7 @@ from spark_jobs.landing import (
 from spark_jobs.runs import start, write_stats
 
 JOB_NAME = "land_kinesis"
-JOB_VERSION = "1.1.1"
+JOB_VERSION = "1.1.2"
 
 
 class Credentials:

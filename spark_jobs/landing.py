@@ -30,10 +30,10 @@ from pyspark.sql import functions as F
 from airflow_cdc.core.formats import IN_BAND_RESOLVED
 from airflow_cdc.core.resolved import ShardProgress, resolved_timestamp
 from airflow_cdc.jobs import TIP_UNITS, describe_shard
-from spark_jobs.delta_tables import COMMIT_CONFLICTS, table_exists
+from spark_jobs.delta_tables import COMMIT_CONFLICTS, commit_with, table_exists
 from spark_jobs.faults import fault_point
 from spark_jobs.files import dated_name, delete_path, delete_stale, read_text, write_text
-from spark_jobs.session import fit_codegen
+from spark_jobs.session import commit_metadata, fit_codegen
 from spark_jobs.times import from_micros, horizon_us, to_micros
 from spark_jobs.warehouse import PROGRESS, RAW_SCHEMA, RECORD, JobContext
 
@@ -188,15 +188,19 @@ def commit(
         checkpoint = _progress_rows(ctx, source, progress, land_seq, run)
         fault_point("land:before_commit")
         rows = records.unionByName(checkpoint).select(*RAW_SCHEMA.fieldNames())
-        try:
-            _append_raw(ctx, rows, source, land_seq)
-        except COMMIT_CONFLICTS:
-            # Another run committed first: of this source (found below), or of another
-            # source while both created the table (then once more).
-            if not _landed_by_another(ctx, source, land_seq, run):
+        with commit_metadata(ctx.spark, land_run=run) as mine:
+            try:
                 _append_raw(ctx, rows, source, land_seq)
+            except COMMIT_CONFLICTS:
+                # Another run committed first: of this source (found below), or of another
+                # source while both created the table (then once more).
+                if not _landed_by_another(ctx, source, land_seq, run):
+                    _append_raw(ctx, rows, source, land_seq)
         fault_point("land:after_commit")
-        if _landed_by_another(ctx, source, land_seq, run):
+        # This run's commit, found in the log, is the common answer (no Spark job); where
+        # the log's last few commits do not hold it, the raw table's progress rows say.
+        appended = commit_with(ctx.spark, ctx.warehouse.raw, mine) is not None
+        if not appended and _landed_by_another(ctx, source, land_seq, run):
             # A concurrent run of the source committed this landing sequence first (Delta
             # skipped or refused this run's append): it owns the batch and the state file.
             log.warning("landing run %s of %s lost to a concurrent run: no-op", run, source)

@@ -149,6 +149,21 @@ def set_commit_metadata(spark: SparkSession, **fields: str) -> None:
     spark.conf.set(COMMIT_METADATA_CONF, json.dumps(fields, sort_keys=True))
 
 
+def commit_metadata(spark: SparkSession, **fields: str) -> AbstractContextManager[str]:
+    """The commits of the block carry ``fields`` beside the run's metadata; the block is
+    given the metadata they carry (the text :func:`spark_jobs.delta_tables.commit_with`
+    finds)."""
+    current = json.loads(spark.conf.get(COMMIT_METADATA_CONF, None) or "{}")
+    text = json.dumps({**current, **fields}, sort_keys=True)
+    return _yielding(session_conf(spark, {COMMIT_METADATA_CONF: text}), text)
+
+
+@contextmanager
+def _yielding(block: AbstractContextManager[None], value: str) -> Iterator[str]:
+    with block:
+        yield value
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument(

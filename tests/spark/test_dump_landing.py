@@ -62,6 +62,31 @@ def test_a_growing_dump_file_lands_every_line_once(
     assert state["shards"][str(dump)]["sequence_number"] == "6"
 
 
+def test_each_landing_commit_names_its_run_and_the_run_finds_it(
+    spark: Any, warehouse: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from spark_jobs import landing
+
+    # The raw table's progress rows are read only where the log does not show the commit.
+    asked: list[str] = []
+    monkeypatch.setattr(landing, "_landed_by_another", lambda *a: asked.append(a[3]) or False)
+    dump = tmp_path / "shard-000.ndjson"
+    dump.write_text(f"{kinesis_line(1)}\n")
+    land_dump(warehouse, str(dump), "b1")
+    with dump.open("a") as f:
+        f.write(f"{kinesis_line(2)}\n")
+    land_dump(warehouse, str(dump), "b2")
+
+    raw = spark.read.format("delta").load(f"{warehouse}/_cdc/raw")
+    runs = {r["batch_id"]: r["land_run"] for r in raw.select("batch_id", "land_run").collect()}
+    history = spark.sql(f"DESCRIBE HISTORY delta.`{warehouse}/_cdc/raw`").collect()
+    metadata = [json.loads(r["userMetadata"]) for r in history if r["operation"] == "WRITE"]
+    assert sorted((m["batch_id"], m["land_run"]) for m in metadata) == sorted(runs.items())
+    assert all(m["job"] == "land_files" for m in metadata)
+    assert asked == []
+    assert landed(spark, warehouse) == [("1", "b1", '{"n": 1}'), ("2", "b2", '{"n": 2}')]
+
+
 def test_line_numbers_do_not_depend_on_the_sessions_split_size(
     spark: Any, warehouse: str, tmp_path: Path
 ) -> None:
