@@ -7,7 +7,7 @@ import logging
 import random
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from delta.exceptions import (
     ConcurrentAppendException,
@@ -20,7 +20,7 @@ from delta.exceptions import (
     ProtocolChangedException,
 )
 from delta.tables import DeltaTable
-from pyspark.sql import SparkSession
+from pyspark.sql import Row, SparkSession
 
 from spark_jobs.session import COMMIT_METADATA_CONF
 
@@ -85,7 +85,7 @@ def table_version(spark: SparkSession, path: str) -> int | None:
     return None if row is None else int(row[0])
 
 
-# How far back :func:`committed_version` looks for this run's commit.
+# How far back :func:`committed_version` and :func:`commit_with` look for this run's commit.
 RECENT_COMMITS = 20
 
 
@@ -101,14 +101,15 @@ def committed_version(spark: SparkSession, path: str, operation: str) -> int | N
     return None if newest is None else int(newest)
 
 
-def commit_with(spark: SparkSession, path: str, metadata: str) -> int | None:
-    """The version of the newest of the table's last few commits whose metadata is
-    ``metadata`` (:func:`spark_jobs.session.commit_metadata`), if one is."""
-    found = [int(r[0]) for r in _recent_commits(spark, path) if r[2] == metadata]
+def commit_with(spark: SparkSession, path: str, operation: str, metadata: str) -> int | None:
+    """The version of the newest of the table's last few ``operation`` commits whose metadata
+    is ``metadata`` (:func:`spark_jobs.session.commit_metadata`), if one is."""
+    recent = _recent_commits(spark, path)
+    found = [int(r[0]) for r in recent if (r[1], r[2]) == (operation, metadata)]
     return max(found, default=None)
 
 
-def _recent_commits(spark: SparkSession, path: str) -> list[Any]:
+def _recent_commits(spark: SparkSession, path: str) -> list[Row]:
     """(version, operation, userMetadata) of the table's last :data:`RECENT_COMMITS` commits:
     a few rows of the log's commit infos, collected as they are (no Spark job runs)."""
     return (

@@ -199,7 +199,7 @@ def commit(
         fault_point("land:after_commit")
         # This run's commit, found in the log, is the common answer (no Spark job); where
         # the log's last few commits do not hold it, the raw table's progress rows say.
-        appended = commit_with(ctx.spark, ctx.warehouse.raw, mine) is not None
+        appended = commit_with(ctx.spark, ctx.warehouse.raw, "WRITE", mine) is not None
         if not appended and _landed_by_another(ctx, source, land_seq, run):
             # A concurrent run of the source committed this landing sequence first (Delta
             # skipped or refused this run's append): it owns the batch and the state file.

@@ -146,22 +146,20 @@ def _codegen_submitted() -> bool:
 
 def set_commit_metadata(spark: SparkSession, **fields: str) -> None:
     """Record ``fields`` (job, job version, Airflow run id...) in every following Delta commit."""
-    spark.conf.set(COMMIT_METADATA_CONF, json.dumps(fields, sort_keys=True))
-
-
-def commit_metadata(spark: SparkSession, **fields: str) -> AbstractContextManager[str]:
-    """The commits of the block carry ``fields`` beside the run's metadata; the block is
-    given the metadata they carry (the text :func:`spark_jobs.delta_tables.commit_with`
-    finds)."""
-    current = json.loads(spark.conf.get(COMMIT_METADATA_CONF, None) or "{}")
-    text = json.dumps({**current, **fields}, sort_keys=True)
-    return _yielding(session_conf(spark, {COMMIT_METADATA_CONF: text}), text)
+    with _SESSION_CONF:
+        spark.conf.set(COMMIT_METADATA_CONF, json.dumps(fields, sort_keys=True))
 
 
 @contextmanager
-def _yielding(block: AbstractContextManager[None], value: str) -> Iterator[str]:
-    with block:
-        yield value
+def commit_metadata(spark: SparkSession, **fields: str) -> Iterator[str]:
+    """The commits of the block carry ``fields`` beside the metadata the session gives them
+    (:func:`set_commit_metadata`); the block is given the text they carry (which
+    :func:`spark_jobs.delta_tables.commit_with` finds)."""
+    with _SESSION_CONF:  # read and set as one step (re-entered by session_conf)
+        current = json.loads(spark.conf.get(COMMIT_METADATA_CONF, None) or "{}")
+        text = json.dumps({**current, **fields}, sort_keys=True)
+        with session_conf(spark, {COMMIT_METADATA_CONF: text}):
+            yield text
 
 
 def main() -> None:

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from pyspark.sql import functions as F
 
+from spark_jobs.session import COMMIT_METADATA_CONF
 from tests.spark.pipeline import land_dump
 from tests.zones import ADELAIDE, local_zone
 
@@ -85,6 +86,9 @@ def test_each_landing_commit_names_its_run_and_the_run_finds_it(
     assert all(m["job"] == "land_files" for m in metadata)
     assert asked == []
     assert landed(spark, warehouse) == [("1", "b1", '{"n": 1}'), ("2", "b2", '{"n": 2}')]
+    # The run's name was set for the landing commit alone: the session's metadata is back.
+    after = json.loads(spark.conf.get(COMMIT_METADATA_CONF))
+    assert after["job"] == "land_files" and "land_run" not in after
 
 
 def test_line_numbers_do_not_depend_on_the_sessions_split_size(
@@ -246,3 +250,14 @@ def test_checkpoint_horizons_do_not_move_with_the_drivers_time_zone(
         str(second): (START + dt.timedelta(seconds=10)).isoformat(),
     }
     assert dt.datetime.fromisoformat(stats["resolved_ts"]) <= START + dt.timedelta(seconds=10)
+
+
+def test_a_blocks_commit_metadata_is_undone_when_the_block_fails(spark: Any) -> None:
+    from spark_jobs.session import commit_metadata
+
+    before = spark.conf.get(COMMIT_METADATA_CONF, None)
+    with pytest.raises(RuntimeError), commit_metadata(spark, land_run="r1") as text:
+        assert json.loads(text)["land_run"] == "r1"
+        assert spark.conf.get(COMMIT_METADATA_CONF) == text
+        raise RuntimeError("the append failed")
+    assert spark.conf.get(COMMIT_METADATA_CONF, None) == before
