@@ -40,10 +40,10 @@ from pyspark.sql.types import (
 
 from airflow_cdc.core.columns import needs_mapping
 from airflow_cdc.core.ddl import TableSpec
-from spark_jobs.delta_tables import committed_version, retry_on_conflict, table_properties
+from spark_jobs.delta_tables import committed_version, retry_on_conflict
 from spark_jobs.faults import fault_point
 from spark_jobs.ledger import APPLIED, DUPLICATE, QUARANTINED, SUPERSEDED, per_record
-from spark_jobs.schemas import quoted, struct
+from spark_jobs.schemas import quoted, struct, table_properties
 from spark_jobs.session import compiled
 
 log = logging.getLogger("airflow_cdc.jobs")

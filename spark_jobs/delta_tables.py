@@ -45,12 +45,6 @@ COMMIT_CONFLICTS = (
 CONFLICT_ATTEMPTS = 4
 
 
-def table_properties(properties: dict[str, str]) -> str:
-    """``properties`` (the jobs' own keys and values, never data) as the list that SQL's
-    ``TBLPROPERTIES (...)`` takes."""
-    return ", ".join(f"'{key}' = '{value}'" for key, value in properties.items())
-
-
 def retry_on_conflict(step: Callable[[], T], what: str, attempts: int = CONFLICT_ATTEMPTS) -> T:
     """Run the Delta transaction ``step``; when a concurrent writer committed first (Delta's
     conflict exceptions only), run it again on the new snapshot after a growing, jittered
@@ -96,17 +90,19 @@ def committed_version(spark: SparkSession, path: str, operation: str) -> int | N
     taken for it."""
     mine = spark.conf.get(COMMIT_METADATA_CONF, None)
     recent = _recent_commits(spark, path)
-    ours = [r[0] for r in recent if mine is not None and (r[1], r[2]) == (operation, mine)]
-    newest = max(ours or [r[0] for r in recent], default=None)
-    return None if newest is None else int(newest)
+    ours = None if mine is None else _newest(recent, operation, mine)
+    return ours if ours is not None else max((int(r[0]) for r in recent), default=None)
 
 
 def commit_with(spark: SparkSession, path: str, operation: str, metadata: str) -> int | None:
     """The version of the newest of the table's last few ``operation`` commits whose metadata
     is ``metadata`` (:func:`spark_jobs.session.commit_metadata`), if one is."""
-    recent = _recent_commits(spark, path)
-    found = [int(r[0]) for r in recent if (r[1], r[2]) == (operation, metadata)]
-    return max(found, default=None)
+    return _newest(_recent_commits(spark, path), operation, metadata)
+
+
+def _newest(recent: list[Row], operation: str, metadata: str) -> int | None:
+    """The newest version among ``recent`` commits of ``operation`` carrying ``metadata``."""
+    return max((int(r[0]) for r in recent if (r[1], r[2]) == (operation, metadata)), default=None)
 
 
 def _recent_commits(spark: SparkSession, path: str) -> list[Row]:

@@ -83,13 +83,13 @@ from airflow_cdc.jobs import (
 from spark_jobs import history, ledger
 from spark_jobs.arguments import add_table_arguments, at_least, base_parser, source_name
 from spark_jobs.cut import member_ids
-from spark_jobs.delta_tables import retry_on_conflict, table_exists, table_properties
+from spark_jobs.delta_tables import retry_on_conflict, table_exists
 from spark_jobs.faults import fault_point
 from spark_jobs.files import hadoop_path, read_text
 from spark_jobs.frames import in_parallel
 from spark_jobs.reassemble import OPEN
 from spark_jobs.runs import start, write_stats
-from spark_jobs.schemas import quoted
+from spark_jobs.schemas import quoted, table_properties
 from spark_jobs.times import from_micros
 from spark_jobs.warehouse import PROGRESS, JobContext
 

@@ -2,7 +2,8 @@
 
 ``StructType.fromDDL`` needs a live JVM; the jobs declare their table schemas at import time
 (and the core's type mapping produces DDL text), so this small parser covers the types the
-project uses.
+project uses. Names and table properties are spelled as Spark SQL text here too
+(:func:`quoted`, :func:`table_properties`).
 """
 
 from __future__ import annotations
@@ -103,3 +104,9 @@ def _split(text: str) -> list[str]:
 def quoted(name: str) -> str:
     """A name as a Spark SQL identifier (backticks doubled)."""
     return "`" + name.replace("`", "``") + "`"
+
+
+def table_properties(properties: dict[str, str]) -> str:
+    """``properties`` (the jobs' own keys and values, never data) as the list that SQL's
+    ``TBLPROPERTIES (...)`` takes."""
+    return ", ".join(f"'{key}' = '{value}'" for key, value in properties.items())
