@@ -9,27 +9,24 @@ a small closed marker for ``max_age`` so that a redelivery of its main record or
 fragment is recognized as a duplicate. The open state is the only state carried between
 batches; it is read whole (it is small) and rewritten once per run.
 
-Everything is Spark expressions except the reassembly of each chunked set (ordering the
-fragments, concatenating and checking the CRC32C), which runs the core's
-:func:`~airflow_cdc.core.reassembly.assemble` through Arrow, for chunked sets only.
+Everything is Spark expressions, the reassembly of each chunked set included (the rules of
+the core's :func:`~airflow_cdc.core.reassembly.assemble`, which stays their specification),
+except the CRC32C of a complete image's text, which runs through Arrow, for those texts only.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import json
-from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
+import crc32c
+import pyarrow as pa
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from airflow_cdc.core.events import ChunkRef, Fragment
-from airflow_cdc.core.reassembly import COMPLETE, FAILED, assemble
-from spark_jobs.frames import arrow_batch
+from spark_jobs.json_columns import WholeJson
 from spark_jobs.ledger import DUPLICATE, PENDING, per_record, union_all
-from spark_jobs.parse import CHUNK_REFS, PARSED_COLUMNS, TEXT_FIELDS, TXN, from_text
+from spark_jobs.parse import CHUNK_REFS, IMAGE, PARSED_COLUMNS, TEXT_FIELDS, TXN, from_text
 from spark_jobs.schemas import struct
 
 OPEN = "open"
@@ -352,120 +349,217 @@ def _next_state(
 
 
 def _assemble_sets(candidates: DataFrame, fragments: DataFrame, clock: Clock) -> DataFrame:
-    """``SETTLED_SCHEMA`` for each candidate main record, reassembled through Arrow."""
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    refs = candidates.select(
+    """``SETTLED_SCHEMA`` for each candidate main record: each image it names reassembled
+    from the fragments of its chunk id by the rules of :func:`airflow_cdc.core.reassembly.
+    assemble`, as expressions; the CRC32C of a complete image through Arrow. A complete
+    image is read as an inline one is (:class:`~spark_jobs.json_columns.WholeJson`), and kept
+    as the JSON text of its map."""
+    images = candidates.select(
         "record_id",
-        F.explode(F.array_compact(F.array("before_chunk_id", "after_chunk_id"))).alias("chunk_id"),
-    )
-    attached = refs.join(
-        fragments.select(
-            "chunk_id",
-            F.struct("record_id", "batch_id", "chunk_id", "frag_index", "frag_data").alias(
-                "fragment"
-            ),
+        F.inline(
+            F.array(
+                *(
+                    F.struct(
+                        F.lit(number).alias("image_no"),
+                        F.lit(name).alias("image"),
+                        F.col(f"{name}_chunk_id").alias("chunk_id"),
+                        F.col(f"{name}_total").alias("total"),
+                        F.col(f"{name}_crc").alias("crc"),
+                    )
+                    for number, name in enumerate(_IMAGES)
+                )
+            )
         ),
-        "chunk_id",
+    ).where(F.col("chunk_id").isNotNull())
+    # One row per index of a chunk id: its lowest and highest data (two differ: a conflict),
+    # the delivery used (the lowest record id) and every delivery.
+    pieces = fragments.groupBy("chunk_id", "frag_index").agg(
+        F.min("frag_data").alias("data"),
+        F.max("frag_data").alias("_highest"),
+        F.min(F.struct("record_id", "batch_id")).alias("used"),
+        F.collect_list(F.struct("record_id", "batch_id")).alias("copies"),
     )
-    grouped = attached.groupBy("record_id").agg(F.collect_list("fragment").alias("fragments"))
-    buffered = candidates.join(grouped, "record_id", "left").select(
+    index, total = F.col("frag_index"), F.col("total")
+    inside = index < total
+    gathered = (
+        images.join(pieces, "chunk_id", "left")
+        .groupBy("record_id", "image_no", "image", "total", "crc")
+        .agg(
+            F.min(F.when(~inside, index)).alias("past"),
+            F.min(F.when(inside & (F.col("data") != F.col("_highest")), index)).alias("conflict"),
+            F.count(F.when(inside, index)).alias("present"),
+            F.collect_list(F.when(inside, F.struct(index.alias("i"), "data"))).alias("pieces"),
+            F.collect_list(F.when(inside, index)).alias("indexes"),
+            F.collect_list(F.when(inside, F.col("used"))).alias("used"),
+            F.flatten(F.collect_list("copies")).alias("copies"),
+        )
+    )
+    complete = F.col("past").isNull() & F.col("conflict").isNull() & (F.col("present") == total)
+    text = F.when(
+        complete, F.array_join(F.transform(F.array_sort("pieces"), lambda p: p["data"]), "")
+    )
+    whole = WholeJson()
+    read = gathered.select(
+        "*",
+        text.alias("_text"),
+        _crc32c(text).alias("_actual"),
+        whole.wrapped(text).alias("_wrapped"),
+    )
+    wrapped = F.col("_wrapped")
+    missing = F.array_except(F.sequence(F.lit(0).cast("bigint"), total - 1), F.col("indexes"))
+    shown = F.concat(
+        F.lit("["), F.array_join(F.slice(missing, 1, 20).cast("array<string>"), ", "), F.lit("]")
+    )
+    more = F.when(
+        F.size(missing) > 20, F.concat(F.lit(" and "), F.size(missing) - 20, F.lit(" more"))
+    )
+    image = F.col("image")
+    failure = (
+        F.when(
+            F.col("past").isNotNull(),
+            _failure(
+                "fragment_out_of_range",
+                F.concat(F.lit("index "), F.col("past"), F.lit(" >= total_fragments "), total),
+            ),
+        )
+        .when(
+            F.col("conflict").isNotNull(),
+            _failure(
+                "conflicting_fragments",
+                F.concat(F.lit("two different fragments with index "), F.col("conflict")),
+            ),
+        )
+        .when(~complete, F.lit(None))
+        .when(
+            F.col("_actual") != F.col("crc"),
+            _failure(
+                "crc_mismatch",
+                F.concat(
+                    F.lit("crc32c "),
+                    F.col("_actual"),
+                    F.lit(" of the reassembled text != declared "),
+                    F.col("crc"),
+                ),
+            ),
+        )
+        .when(
+            ~F.coalesce(whole.whole(wrapped), F.lit(False)),
+            _failure("malformed_image", F.lit("the reassembled text is not one JSON value")),
+        )
+        .when(
+            ~whole.is_object_at(wrapped),
+            _failure("malformed_image", F.lit("image is not a JSON object")),
+        )
+    )
+    judged = read.select(
         "record_id",
-        "batch_id",
-        "before_json",
-        "after_json",
-        *(f"{image}_{field}" for image in _IMAGES for field in ("chunk_id", "total", "crc")),
-        "fragments",
-        clock.expired().alias("expired"),
+        "image_no",
+        F.struct("image_no", failure.alias("failure")).alias("failed"),
+        F.when(
+            ~complete & failure.isNull(),
+            F.struct(
+                "image_no",
+                F.concat(
+                    image, F.lit(" lacks fragments "), shown, F.coalesce(more, F.lit(""))
+                ).alias("text"),
+            ),
+        ).alias("missing"),
+        F.when(complete, F.to_json(whole.at(wrapped, "$", IMAGE))).alias("json"),
+        "used",
+        "copies",
     )
-    schema = to_arrow_schema(SETTLED_SCHEMA, timezone="UTC")
-
-    def run(batches: Iterator[Any]) -> Iterator[Any]:
-        for batch in batches:
-            yield arrow_batch([settle(row) for row in batch.to_pylist()], schema)
-
-    return buffered.mapInArrow(run, SETTLED_SCHEMA).localCheckpoint()
-
-
-def settle(row: dict[str, Any]) -> dict[str, Any]:
-    """Reassemble one buffered main record's images; ``row["expired"]``: how long it waited,
-    when that is too long."""
-    landed = {row["record_id"]: row["batch_id"]}
-    fragments = []
-    for f in row["fragments"] or []:
-        landed[f["record_id"]] = f["batch_id"]
-        fragments.append((f["record_id"], Fragment(f["chunk_id"], f["frag_index"], f["frag_data"])))
-
-    def named(ids: list[str]) -> list[dict[str, str]]:
-        return [{"record_id": rid, "batch_id": landed[rid]} for rid in ids]
-
-    members = named([row["record_id"], *(rid for rid, _ in fragments)])
-    result: dict[str, Any] = {
-        "record_id": row["record_id"],
-        "outcome": "complete",
-        "reason": None,
-        "detail": None,
-        "before_json": row["before_json"],
-        "after_json": row["after_json"],
-        "used": [],
-        "redelivered": [],
-        "members": members,
-    }
-    missing: list[str] = []
-    for name in _IMAGES:
-        if row[f"{name}_chunk_id"] is None:
-            continue
-        ref = ChunkRef(row[f"{name}_chunk_id"], row[f"{name}_total"], row[f"{name}_crc"])
-        mine = [(rid, f) for rid, f in fragments if f.chunk_id == ref.chunk_id]
-        assembly = assemble(ref, [f for _, f in mine])
-        if assembly.status == FAILED:
-            return {
-                **result,
-                "outcome": "failed",
-                "reason": assembly.reason,
-                "detail": f"{name}: {assembly.detail}",
-                "before_json": None,
-                "after_json": None,
-            }
-        if assembly.status != COMPLETE:
-            missing.append(f"{name} lacks fragments {_abbreviated(assembly.missing)}")
-            continue
-        result[f"{name}_json"] = json.dumps(assembly.image, ensure_ascii=False)
-        first: dict[int, str] = {}
-        for rid, fragment in sorted(mine, key=lambda pair: pair[0]):
-            if fragment.index in first:
-                result["redelivered"].extend(named([rid]))
-            else:
-                first[fragment.index] = rid
-        result["used"].extend(named(list(first.values())))
-    if missing:
-        detail = "; ".join(missing)
-        if row["expired"]:
-            return {
-                **result,
-                "outcome": "failed",
-                "reason": "incomplete_fragment_set",
-                "detail": f"{detail}, still after {row['expired']}",
-                "before_json": None,
-                "after_json": None,
-                "used": [],
-                "redelivered": [],
-            }
-        return {
-            **result,
-            "outcome": "waiting",
-            "detail": detail,
-            "before_json": None,
-            "after_json": None,
-            "used": [],
-            "redelivered": [],
-        }
-    return result
+    failed = F.col("failed.failure")
+    per_record = judged.groupBy("record_id").agg(
+        F.min(F.when(failed.isNotNull(), F.col("failed"))).alias("failed"),
+        F.array_sort(F.collect_list("missing")).alias("missing"),
+        *(
+            F.max(F.when(F.col("image_no") == number, F.col("json"))).alias(f"_{name}_json")
+            for number, name in enumerate(_IMAGES)
+        ),
+        *(
+            F.max(F.when(F.col("image_no") == number, F.lit(True))).alias(f"_{name}_chunked")
+            for number, name in enumerate(_IMAGES)
+        ),
+        F.flatten(F.collect_list("used")).alias("used"),
+        F.flatten(F.collect_list("copies")).alias("copies"),
+    )
+    main = F.struct("record_id", "batch_id")
+    used = F.coalesce(F.col("used"), F.array().cast(_IDS))
+    copies = F.coalesce(F.col("copies"), F.array().cast(_IDS))
+    waited = F.array_join(F.transform("missing", lambda m: m["text"]), "; ")
+    expired = clock.expired()
+    outcome = (
+        F.when(F.col("failed").isNotNull(), F.lit("failed"))
+        .when(F.size("missing") == 0, F.lit("complete"))
+        .when(expired.isNotNull(), F.lit("failed"))
+        .otherwise(F.lit("waiting"))
+    )
+    reason = (
+        F.when(F.col("failed").isNotNull(), F.col("failed.failure.reason"))
+        .when(F.size("missing") == 0, F.lit(None))
+        .when(expired.isNotNull(), F.lit("incomplete_fragment_set"))
+    )
+    detail = (
+        F.when(
+            F.col("failed").isNotNull(),
+            F.concat(
+                F.element_at(F.array(*map(F.lit, _IMAGES)), F.col("failed.image_no") + 1),
+                F.lit(": "),
+                F.col("failed.failure.detail"),
+            ),
+        )
+        .when(F.size("missing") == 0, F.lit(None))
+        .when(expired.isNotNull(), F.concat(waited, F.lit(", still after "), expired))
+        .otherwise(waited)
+    )
+    is_complete = outcome == "complete"
+    settled = (
+        candidates.join(per_record, "record_id", "left")
+        .withColumn("missing", F.coalesce("missing", F.array().cast(_MISSING)))
+        .select(
+            "record_id",
+            outcome.alias("outcome"),
+            reason.alias("reason"),
+            detail.alias("detail"),
+            *(
+                F.when(
+                    is_complete,
+                    F.when(F.col(f"_{name}_chunked"), F.col(f"_{name}_json")).otherwise(
+                        F.col(f"{name}_json")
+                    ),
+                ).alias(f"{name}_json")
+                for name in _IMAGES
+            ),
+            F.when(is_complete, used).otherwise(F.array().cast(_IDS)).alias("used"),
+            F.when(is_complete, F.filter(copies, lambda c: ~F.array_contains(used, c)))
+            .otherwise(F.array().cast(_IDS))
+            .alias("redelivered"),
+            F.array_distinct(F.concat(F.array(main), copies)).alias("members"),
+        )
+    )
+    return settled.localCheckpoint()
 
 
-def _abbreviated(indexes: tuple[int, ...]) -> str:
-    shown = list(indexes[:20])
-    return f"{shown}" if len(indexes) <= 20 else f"{shown} and {len(indexes) - 20} more"
+_IDS = "ARRAY<STRUCT<record_id: STRING, batch_id: STRING>>"
+_MISSING = "ARRAY<STRUCT<image_no: INT, text: STRING>>"
+
+
+def _failure(reason: str, detail: Column) -> Column:
+    return F.struct(F.lit(reason).alias("reason"), detail.alias("detail"))
+
+
+def _crc32c_of(texts: pa.Array) -> pa.Array:
+    """CRC32C of each text's UTF-8 bytes (null for null): what no Spark expression computes."""
+    return pa.array(
+        [None if t is None else crc32c.crc32c(t.encode("utf-8")) for t in texts.to_pylist()],
+        pa.int64(),
+    )
+
+
+def _crc32c(text: Column) -> Column:
+    """:func:`_crc32c_of` of a STRING column, through Arrow."""
+    # pyspark's stubs know no Arrow UDF of arrays: the type hints above make it one.
+    return F.arrow_udf(_crc32c_of, "bigint")(text)  # type: ignore[call-overload]
 
 
 def _strays(ranked: DataFrame, settled: DataFrame, fragments: DataFrame) -> DataFrame:

@@ -9,7 +9,6 @@ compute CRC32C over the concatenated string and compare the result to [...] crc3
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,6 +16,8 @@ from typing import Any
 import crc32c
 
 from airflow_cdc.core.events import ChunkRef, Fragment
+from airflow_cdc.core.exceptions import RecordFormatError
+from airflow_cdc.core.formats.common import load_json
 
 COMPLETE = "complete"
 INCOMPLETE = "incomplete"
@@ -49,35 +50,37 @@ def checksum(text: str) -> int:
 def assemble(ref: ChunkRef, fragments: Iterable[Fragment]) -> Assembly:
     """Reassemble the image that ``ref`` describes from whatever fragments have arrived.
 
-    Fragments of other chunk ids are ignored. Duplicates of a fragment are dropped; two
-    fragments with the same index but different data fail the set.
+    Fragments of other chunk ids are ignored. Duplicates of a fragment are dropped. The
+    outcome does not depend on the order the fragments arrived in: a fragment whose index is
+    past the set fails it first (the smallest such index is named), then two fragments with
+    the same index but different data (the smallest such index); then the set is
+    incomplete, or its CRC32C is checked. The image is read by the rules of an inline one
+    (:func:`~airflow_cdc.core.formats.common.load_object`, strict: its numbers keep their
+    digits, RFC 8259 text only, number literals within the limits).
     """
-    pieces: dict[int, str] = {}
-    redelivered = 0
-    for fragment in fragments:
-        if fragment.chunk_id != ref.chunk_id:
-            continue
-        if fragment.index >= ref.total_fragments:
-            return Assembly(
-                FAILED,
-                reason="fragment_out_of_range",
-                detail=f"index {fragment.index} >= total_fragments {ref.total_fragments}",
-            )
-        known = pieces.get(fragment.index)
-        if known is None:
-            pieces[fragment.index] = fragment.data
-        elif known == fragment.data:
-            redelivered += 1
-        else:
-            return Assembly(
-                FAILED,
-                reason="conflicting_fragments",
-                detail=f"two different fragments with index {fragment.index}",
-            )
+    mine = [f for f in fragments if f.chunk_id == ref.chunk_id]
+    past = [f.index for f in mine if f.index >= ref.total_fragments]
+    if past:
+        return Assembly(
+            FAILED,
+            reason="fragment_out_of_range",
+            detail=f"index {min(past)} >= total_fragments {ref.total_fragments}",
+        )
+    pieces: dict[int, set[str]] = {}
+    for fragment in mine:
+        pieces.setdefault(fragment.index, set()).add(fragment.data)
+    conflicting = [index for index, data in pieces.items() if len(data) > 1]
+    if conflicting:
+        return Assembly(
+            FAILED,
+            reason="conflicting_fragments",
+            detail=f"two different fragments with index {min(conflicting)}",
+        )
+    redelivered = len(mine) - len(pieces)
     missing = tuple(i for i in range(ref.total_fragments) if i not in pieces)
     if missing:
         return Assembly(INCOMPLETE, missing=missing, redelivered=redelivered)
-    text = "".join(pieces[i] for i in range(ref.total_fragments))
+    text = "".join(next(iter(pieces[i])) for i in range(ref.total_fragments))
     actual = checksum(text)
     if actual != ref.crc32c:
         return Assembly(
@@ -86,8 +89,8 @@ def assemble(ref: ChunkRef, fragments: Iterable[Fragment]) -> Assembly:
             detail=f"crc32c {actual} of the reassembled text != declared {ref.crc32c}",
         )
     try:
-        image = json.loads(text)
-    except json.JSONDecodeError as err:
+        image = load_json(text, strict=True)
+    except RecordFormatError as err:
         return Assembly(FAILED, reason="malformed_image", detail=str(err))
     if not isinstance(image, dict):
         return Assembly(FAILED, reason="malformed_image", detail="image is not a JSON object")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import random
 
 import pytest
 
@@ -100,3 +101,35 @@ def test_valid_crc_over_non_json_fails_as_malformed_image() -> None:
 def test_split_rejects_impossible_limit() -> None:
     with pytest.raises(ValueError, match="max_bytes"):
         split("abc", "c", 3)
+
+
+def test_a_reassembled_image_is_read_as_an_inline_one() -> None:
+    """Its numbers keep their digits; text that a strict reader refuses fails the set."""
+    text = '{"amount": 123456789012345678.12345678901234567891, "n": 1}'
+    result = assemble(ChunkRef("c", 1, checksum(text)), [Fragment("c", 0, text)])
+    assert result.status == COMPLETE and result.image is not None
+    assert result.image["amount"].text == "123456789012345678.12345678901234567891"
+    for refused in ('{"a": NaN}', '{"a": "\\ud800"}', '{"a": 1} {"b": 2}', "[1]"):
+        ref = ChunkRef("c", 1, checksum(refused))
+        assert assemble(ref, [Fragment("c", 0, refused)]).reason == "malformed_image", refused
+
+
+def test_the_outcome_does_not_depend_on_arrival_order() -> None:
+    """A fragment past the set fails it before a conflict, each naming its smallest index."""
+    ref, fragments = _set()
+    extra = [
+        Fragment(ref.chunk_id, 1, "different"),
+        Fragment(ref.chunk_id, ref.total_fragments + 3, "x"),
+        Fragment(ref.chunk_id, ref.total_fragments, "y"),
+        Fragment(ref.chunk_id, 0, "other"),
+    ]
+    every = [*fragments, *extra]
+    orders = [random.Random(seed).sample(every, len(every)) for seed in range(50)]
+    assert {assemble(ref, order).detail for order in orders} == {
+        f"index {ref.total_fragments} >= total_fragments {ref.total_fragments}"
+    }
+    conflicting = [*fragments, extra[0], extra[3]]
+    orders = [random.Random(seed).sample(conflicting, len(conflicting)) for seed in range(50)]
+    assert {(r.reason, r.detail) for r in (assemble(ref, order) for order in orders)} == {
+        ("conflicting_fragments", "two different fragments with index 0")
+    }
