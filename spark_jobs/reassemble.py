@@ -353,7 +353,9 @@ def _assemble_sets(candidates: DataFrame, fragments: DataFrame, clock: Clock) ->
     from the fragments of its chunk id by the rules of :func:`airflow_cdc.core.reassembly.
     assemble`, as expressions; the CRC32C of a complete image through Arrow. A complete
     image is read as an inline one is (:class:`~spark_jobs.json_columns.WholeJson`), and kept
-    as the JSON text of its map."""
+    as the JSON text of its map. Where the core's ``malformed_image`` names its parser's
+    complaint, this names the text's size: Spark reads the whole image as one VARIANT, which
+    holds at most 128 MiB (an image that large fails its set, where the core takes it)."""
     images = candidates.select(
         "record_id",
         F.inline(
@@ -399,11 +401,11 @@ def _assemble_sets(candidates: DataFrame, fragments: DataFrame, clock: Clock) ->
         complete, F.array_join(F.transform(F.array_sort("pieces"), lambda p: p["data"]), "")
     )
     whole = WholeJson()
-    read = gathered.select(
+    texts = gathered.select("*", text.alias("_text"))
+    read = texts.select(
         "*",
-        text.alias("_text"),
-        _crc32c(text).alias("_actual"),
-        whole.wrapped(text).alias("_wrapped"),
+        _crc32c(F.col("_text")).alias("_actual"),
+        whole.wrapped(F.col("_text")).alias("_wrapped"),
     )
     wrapped = F.col("_wrapped")
     missing = F.array_except(F.sequence(F.lit(0).cast("bigint"), total - 1), F.col("indexes"))
@@ -444,7 +446,16 @@ def _assemble_sets(candidates: DataFrame, fragments: DataFrame, clock: Clock) ->
         )
         .when(
             ~F.coalesce(whole.whole(wrapped), F.lit(False)),
-            _failure("malformed_image", F.lit("the reassembled text is not one JSON value")),
+            _failure(
+                "malformed_image",
+                F.concat(
+                    F.lit("the reassembled text ("),
+                    F.octet_length("_text"),
+                    F.lit(
+                        " bytes) is not one JSON value of at most 128 MiB (what a VARIANT holds)"
+                    ),
+                ),
+            ),
         )
         .when(
             ~whole.is_object_at(wrapped),
@@ -480,8 +491,9 @@ def _assemble_sets(candidates: DataFrame, fragments: DataFrame, clock: Clock) ->
             F.max(F.when(F.col("image_no") == number, F.lit(True))).alias(f"_{name}_chunked")
             for number, name in enumerate(_IMAGES)
         ),
-        F.flatten(F.collect_list("used")).alias("used"),
-        F.flatten(F.collect_list("copies")).alias("copies"),
+        # Distinct: both images of a record may name one chunk id (its pieces twice).
+        F.array_distinct(F.flatten(F.collect_list("used"))).alias("used"),
+        F.array_distinct(F.flatten(F.collect_list("copies"))).alias("copies"),
     )
     main = F.struct("record_id", "batch_id")
     used = F.coalesce(F.col("used"), F.array().cast(_IDS))

@@ -5,9 +5,10 @@ them: in any order, redelivered, missing, conflicting, past the set, under a wro
 text that is not one JSON object, with numbers whose digits a float would lose. Each record is
 settled by :func:`spark_jobs.reassemble._assemble_sets` in one Spark pass, and compared with
 what the core's :func:`~airflow_cdc.core.reassembly.assemble` decides for each of its images,
-combined as the module's rules say: the first failed image (before, then after) fails the
-record; otherwise any incomplete image keeps it waiting, or fails it once it has waited too
-long; otherwise it is complete, with each image the object the core read.
+combined as the module's rules say (each record named once, whatever the images share):
+the first failed image (before, then after) fails the record; otherwise any incomplete
+image keeps it waiting, or fails it once it has waited too long; otherwise it is complete,
+with each image the object the core read.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import random
+from collections import Counter
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -78,8 +80,8 @@ def case(rng: random.Random, number: int) -> Case:
     main: dict[str, Any] = {
         "record_id": f"m{number:04d}",
         "batch_id": "b1",
-        "arrival_ts": WALL,
-        "buffered_at": WALL - 2 * WAIT if rng.random() < 0.3 else WALL,
+        "arrival_ts": WALL - 2 * WAIT if rng.random() < 0.15 else WALL,
+        "buffered_at": WALL - 2 * WAIT if rng.random() < 0.15 else WALL,
         "rtype": "chunked",
         "state": "open",
     }
@@ -89,17 +91,24 @@ def case(rng: random.Random, number: int) -> Case:
         if name not in chosen:
             main[f"{name}_json"] = '{"inline": 1}' if rng.random() < 0.5 else None
             continue
+        if name == "after" and "before" in chosen and rng.random() < 0.1:
+            # Both images under one chunk id: one text, its fragments delivered once.
+            main.update({f"after_{k}": main[f"before_{k}"] for k in ("chunk_id", "total", "crc")})
+            continue
         text = broken_text(rng) if rng.random() < 0.1 else image_text(rng)
         chunk = f"{main['record_id']}-{name}"
-        pieces = split(text, chunk, rng.choice([8, 16, 40])) if text else []
+        roll = rng.random()
+        size = 4 if roll < 0.05 else rng.choice([8, 16, 40])
+        pieces = split(text, chunk, size) if text else []
         total = len(pieces) or 1
         crc = checksum(text)
         if rng.random() < 0.08:
             crc = (crc + 1) % 2**32
         main.update({f"{name}_chunk_id": chunk, f"{name}_total": total, f"{name}_crc": crc})
         deliveries = list(pieces)
-        roll = rng.random()
-        if roll < 0.15 and len(deliveries) > 1:
+        if roll < 0.05:
+            deliveries = deliveries[:3]  # most missing (past the 20 that a detail names)
+        elif roll < 0.15 and len(deliveries) > 1:
             deliveries.remove(rng.choice(deliveries))  # missing
         elif roll < 0.25:
             deliveries += rng.sample(deliveries, min(len(deliveries), 2))  # redelivered
@@ -133,12 +142,15 @@ def expected(one: Case, expired: str | None) -> dict[str, Any]:
     """The settlement the module's rules give, from the core's ``assemble`` of each image."""
     main = one.main
     ids = {f["record_id"]: f for f in one.fragments}
-    members = {main["record_id"], *ids}
+    members = Counter([main["record_id"], *ids])
     images: dict[str, Any] = {
         name: json.loads(main[f"{name}_json"]) if main.get(f"{name}_json") else None
         for name in IMAGES
     }
-    missing, used, redelivered = [], set(), set()
+    missing: list[str] = []
+    used: Counter[str] = Counter()
+    redelivered: Counter[str] = Counter()
+    seen: set[str] = set()
     for name in IMAGES:
         chunk = main.get(f"{name}_chunk_id")
         if chunk is None:
@@ -161,13 +173,16 @@ def expected(one: Case, expired: str | None) -> dict[str, Any]:
             missing.append(f"{name} lacks fragments {abbreviated(assembly.missing)}")
             continue
         images[name] = assembly.image
+        if chunk in seen:  # the other image's fragments: each record once
+            continue
+        seen.add(chunk)
         first: dict[int, str] = {}
         for rid, fragment in mine:
             if fragment.index in first:
-                redelivered.add(rid)
+                redelivered[rid] += 1
             else:
                 first[fragment.index] = rid
-        used |= set(first.values())
+        used.update(first.values())
     if missing:
         detail = "; ".join(missing)
         if expired:
@@ -203,6 +218,12 @@ def comparable(value: Any) -> Any:
     return value
 
 
+def ids(records: list[dict[str, str]]) -> Counter[str]:
+    """How often each record is named (each is of batch ``b1``)."""
+    assert {r["batch_id"] for r in records} <= {"b1"}
+    return Counter(r["record_id"] for r in records)
+
+
 def state_rows(spark: Any, rows: list[dict[str, Any]]) -> Any:
     names = STATE_SCHEMA.fieldNames()
     return spark.createDataFrame(
@@ -213,7 +234,7 @@ def state_rows(spark: Any, rows: list[dict[str, Any]]) -> Any:
 def test_the_jvm_reassembly_settles_every_set_as_the_core_does(spark: Any) -> None:
     rng = random.Random(20261129)
     cases = [case(rng, number) for number in range(160)]
-    clock = Clock(None, WAIT, WALL, WAIT)
+    clock = Clock(WALL, WAIT, WALL, WAIT)
     candidates = state_rows(spark, [c.main for c in cases])
     fragments = state_rows(spark, [f for c in cases for f in c.fragments])
     settled = {
@@ -221,22 +242,27 @@ def test_the_jvm_reassembly_settles_every_set_as_the_core_does(spark: Any) -> No
         for row in reassemble._assemble_sets(candidates, fragments, clock).collect()
     }
     assert set(settled) == {c.main["record_id"] for c in cases}
-    outcomes = set()
+    outcomes, expiries = set(), set()
     for one in cases:
-        waited = one.main["buffered_at"] < WALL - WAIT
-        want = expected(one, f"{WAIT} of wall-clock time in the open state" if waited else None)
+        waited = None
+        if one.main["arrival_ts"] < WALL - WAIT:
+            waited = f"{WAIT} of stream time"
+        elif one.main["buffered_at"] < WALL - WAIT:
+            waited = f"{WAIT} of wall-clock time in the open state"
+        want = expected(one, waited)
+        expiries.add(waited)
         got = settled[one.main["record_id"]]
         outcomes.add((want["outcome"], want["reason"]))
         context = (one.main, want, got)
         assert (got["outcome"], got["reason"]) == (want["outcome"], want["reason"]), context
         if want["reason"] != "malformed_image":
             assert got["detail"] == want["detail"], context
-        assert {m["record_id"] for m in got["members"]} == want["members"], context
+        assert ids(got["members"]) == want["members"], context
         if want["outcome"] != "complete":
             assert got["used"] == [] and got["redelivered"] == [], context
             continue
-        assert {m["record_id"] for m in got["used"]} == want["used"], context
-        assert {m["record_id"] for m in got["redelivered"]} == want["redelivered"], context
+        assert ids(got["used"]) == want["used"], context
+        assert ids(got["redelivered"]) == want["redelivered"], context
         for name in IMAGES:
             text = got[f"{name}_json"]
             image = None if text is None else json.loads(text, parse_float=Decimal)
@@ -250,3 +276,7 @@ def test_the_jvm_reassembly_settles_every_set_as_the_core_does(spark: Any) -> No
         "incomplete_fragment_set",
     }
     assert {"complete", "waiting"} <= {outcome for outcome, _ in outcomes}
+    assert len(expiries) == 3
+    shared = [c for c in cases if c.main.get("before_chunk_id") == c.main.get("after_chunk_id")]
+    assert any(settled[c.main["record_id"]]["outcome"] == "complete" for c in shared)
+    assert any(" more" in (row["detail"] or "") for row in settled.values())
