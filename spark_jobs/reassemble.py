@@ -389,16 +389,15 @@ def _assemble_sets(candidates: DataFrame, fragments: DataFrame, clock: Clock) ->
         .agg(
             F.min(F.when(~inside, index)).alias("past"),
             F.min(F.when(inside & (F.col("data") != F.col("_highest")), index)).alias("conflict"),
-            F.count(F.when(inside, index)).alias("present"),
             F.collect_list(F.when(inside, F.struct(index.alias("i"), "data"))).alias("pieces"),
-            F.collect_list(F.when(inside, index)).alias("indexes"),
             F.collect_list(F.when(inside, F.col("used"))).alias("used"),
             F.flatten(F.collect_list("copies")).alias("copies"),
         )
     )
-    complete = F.col("past").isNull() & F.col("conflict").isNull() & (F.col("present") == total)
+    present = F.col("pieces")  # one per index inside the set
+    complete = F.col("past").isNull() & F.col("conflict").isNull() & (F.size(present) == total)
     text = F.when(
-        complete, F.array_join(F.transform(F.array_sort("pieces"), lambda p: p["data"]), "")
+        complete, F.array_join(F.transform(F.array_sort(present), lambda p: p["data"]), "")
     )
     whole = WholeJson()
     texts = gathered.select("*", text.alias("_text"))
@@ -408,7 +407,9 @@ def _assemble_sets(candidates: DataFrame, fragments: DataFrame, clock: Clock) ->
         whole.wrapped(F.col("_text")).alias("_wrapped"),
     )
     wrapped = F.col("_wrapped")
-    missing = F.array_except(F.sequence(F.lit(0).cast("bigint"), total - 1), F.col("indexes"))
+    missing = F.array_except(
+        F.sequence(F.lit(0).cast("bigint"), total - 1), F.transform(present, lambda p: p["i"])
+    )
     shown = F.concat(
         F.lit("["), F.array_join(F.slice(missing, 1, 20).cast("array<string>"), ", "), F.lit("]")
     )
@@ -465,7 +466,7 @@ def _assemble_sets(candidates: DataFrame, fragments: DataFrame, clock: Clock) ->
     judged = read.select(
         "record_id",
         "image_no",
-        F.struct("image_no", failure.alias("failure")).alias("failed"),
+        F.struct("image_no", "image", failure.alias("failure")).alias("failed"),
         F.when(
             ~complete & failure.isNull(),
             F.struct(
@@ -480,15 +481,11 @@ def _assemble_sets(candidates: DataFrame, fragments: DataFrame, clock: Clock) ->
         "copies",
     )
     failed = F.col("failed.failure")
-    per_record = judged.groupBy("record_id").agg(
+    by_record = judged.groupBy("record_id").agg(
         F.min(F.when(failed.isNotNull(), F.col("failed"))).alias("failed"),
         F.array_sort(F.collect_list("missing")).alias("missing"),
         *(
             F.max(F.when(F.col("image_no") == number, F.col("json"))).alias(f"_{name}_json")
-            for number, name in enumerate(_IMAGES)
-        ),
-        *(
-            F.max(F.when(F.col("image_no") == number, F.lit(True))).alias(f"_{name}_chunked")
             for number, name in enumerate(_IMAGES)
         ),
         # Distinct: both images of a record may name one chunk id (its pieces twice).
@@ -514,11 +511,7 @@ def _assemble_sets(candidates: DataFrame, fragments: DataFrame, clock: Clock) ->
     detail = (
         F.when(
             F.col("failed").isNotNull(),
-            F.concat(
-                F.element_at(F.array(*map(F.lit, _IMAGES)), F.col("failed.image_no") + 1),
-                F.lit(": "),
-                F.col("failed.failure.detail"),
-            ),
+            F.concat(F.col("failed.image"), F.lit(": "), F.col("failed.failure.detail")),
         )
         .when(F.size("missing") == 0, F.lit(None))
         .when(expired.isNotNull(), F.concat(waited, F.lit(", still after "), expired))
@@ -526,7 +519,7 @@ def _assemble_sets(candidates: DataFrame, fragments: DataFrame, clock: Clock) ->
     )
     is_complete = outcome == "complete"
     settled = (
-        candidates.join(per_record, "record_id", "left")
+        candidates.join(by_record, "record_id", "left")
         .withColumn("missing", F.coalesce("missing", F.array().cast(_MISSING)))
         .select(
             "record_id",
@@ -536,7 +529,7 @@ def _assemble_sets(candidates: DataFrame, fragments: DataFrame, clock: Clock) ->
             *(
                 F.when(
                     is_complete,
-                    F.when(F.col(f"_{name}_chunked"), F.col(f"_{name}_json")).otherwise(
+                    F.when(F.col(f"{name}_chunk_id").isNotNull(), F.col(f"_{name}_json")).otherwise(
                         F.col(f"{name}_json")
                     ),
                 ).alias(f"{name}_json")
