@@ -21,7 +21,7 @@ from __future__ import annotations
 import base64
 import binascii
 from collections import deque
-from decimal import Decimal
+from decimal import Context, Decimal, DefaultContext
 from typing import Any
 
 from airflow_cdc.core import jsontext
@@ -188,4 +188,6 @@ def _decimal_text(field: dict[str, Any], value: Any) -> Any:
     except binascii.Error as err:
         raise RecordFormatError("decode_error", f"decimal {encoded!r} is not Base64") from err
     unscaled = int.from_bytes(raw, "big", signed=True)
-    return str(Decimal(unscaled).scaleb(-scale))
+    # Exact: the default context would round to 28 significant digits.
+    exact = Context(prec=max(DefaultContext.prec, len(str(abs(unscaled)))))
+    return str(Decimal(unscaled).scaleb(-scale, exact))

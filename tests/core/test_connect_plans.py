@@ -3,6 +3,7 @@ carry an equal schema, and only between those."""
 
 from __future__ import annotations
 
+import base64
 import json
 
 import pytest
@@ -104,3 +105,13 @@ def test_threads_parsing_many_schemas_at_once_each_get_their_own() -> None:
     finally:
         sys.setswitchinterval(interval)
     assert failures == []
+
+
+def test_a_decimal_keeps_every_digit_of_its_unscaled_integer() -> None:
+    # 38 digits, past the 28 that Python's default decimal context keeps.
+    unscaled = -12345678901234567890123456789012345678
+    encoded = base64.b64encode(unscaled.to_bytes(16, "big", signed=True)).decode()
+    schema = {"type": "bytes", "name": DECIMAL, "parameters": {"scale": "10"}}
+    record = parsed(envelope(schema, encoded))
+    assert record.after is not None
+    assert record.after["amount"] == "-1234567890123456789012345678.9012345678"

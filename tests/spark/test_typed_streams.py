@@ -15,9 +15,10 @@ the epoch, ``time`` as ``HH:MM:SS.ffffff``, ``timetz`` adjusted to UTC with ``+0
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import json
-from decimal import Decimal
+from decimal import Context, Decimal
 from pathlib import Path
 from typing import Any
 
@@ -146,31 +147,56 @@ def test_typed_stream_end_to_end(spark: Any, tmp_path: Path, fmt: str) -> None:
         assert state["resolved_ts"] is not None
 
 
-def test_a_cockroachdb_decimal_wider_than_a_double(spark: Any, tmp_path: Path) -> None:
-    # CockroachDB writes DECIMAL as a JSON number: every digit must reach the column.
-    amounts = ["12345678901234567890.123456789", "-0.000000001", "99999999999999999999.999999999"]
-    lines = [
-        json.dumps(
-            {
-                "topic": "wide",
-                "partition": 0,
-                "offset": n,
-                "key": f"[{n}]",
-                "value": f'{{"after": {{"id": {n}, "amount": {amount}}},'
-                f' "updated": "{n + 1}000.0000000000"}}',
-            }
+WIDE_AMOUNTS = [
+    "12345678901234567890.123456789",
+    "-0.000000001",
+    "99999999999999999999.999999999",
+    # 38 digits: past the 28 of Python's default decimal context.
+    "-12345678901234567890123456789.123456789",
+]
+
+
+def _wide_cockroachdb(n: int, amount: str) -> tuple[str, str]:
+    # CockroachDB writes DECIMAL as a JSON number.
+    value = f'{{"after": {{"id": {n}, "amount": {amount}}}, "updated": "{n + 1}000.0000000000"}}'
+    return f"[{n}]", value
+
+
+def _wide_debezium(n: int, amount: str) -> tuple[str, str]:
+    # A Connect Decimal: the Base64 of the unscaled integer's two's complement.
+    unscaled = int(Decimal(amount).scaleb(9, Context(prec=50)))
+    encoded = base64.b64encode(unscaled.to_bytes(16, "big", signed=True)).decode()
+    field = {"field": "amount", "type": "bytes", "name": "org.apache.kafka.connect.data.Decimal"}
+    columns = [{"field": "id", "type": "int64"}, {**field, "parameters": {"scale": "9"}}]
+    schema = {"type": "struct", "fields": [{"field": "after", "type": "struct", "fields": columns}]}
+    payload = {
+        "op": "c",
+        "after": {"id": n, "amount": encoded},
+        "source": {"schema": "shop", "table": "wide", "lsn": n + 1, "ts_ms": 1},
+    }
+    return json.dumps({"id": n}), json.dumps({"schema": schema, "payload": payload})
+
+
+@pytest.mark.parametrize(
+    ("fmt", "encode"), [("cockroachdb", _wide_cockroachdb), ("debezium", _wide_debezium)]
+)
+def test_a_decimal_wider_than_a_double(spark: Any, tmp_path: Path, fmt: str, encode: Any) -> None:
+    # Every digit must reach the column.
+    lines = []
+    for n, amount in enumerate(WIDE_AMOUNTS):
+        key, value = encode(n, amount)
+        lines.append(
+            json.dumps({"topic": "wide", "partition": 0, "offset": n, "key": key, "value": value})
         )
-        for n, amount in enumerate(amounts)
-    ]
     dump = tmp_path / "dump"
     dump.mkdir()
     (dump / "part-0.ndjson").write_text("\n".join(lines) + "\n", "utf-8")
     warehouse = str(tmp_path / "warehouse")
     ddl = "CREATE TABLE shop.wide (id BIGINT PRIMARY KEY, amount NUMERIC(38, 9));"
-    land_dump(warehouse, str(dump), "b1", layout="kafka", fmt="cockroachdb")
-    stats = process(warehouse, "b1", ddl=ddl, fmt="cockroachdb")
-    assert stats["apply"]["accounting"]["applied"] == len(amounts)
+    land_dump(warehouse, str(dump), "b1", layout="kafka", fmt=fmt)
+    stats = process(warehouse, "b1", ddl=ddl, fmt=fmt)
+    assert stats["apply"]["accounting"]["applied"] == len(WIDE_AMOUNTS)
     rows = spark.read.format("delta").load(f"{warehouse}/shop/wide").collect()
     assert {r["id"]: r["amount"] for r in rows} == {
-        n: Decimal(amount) for n, amount in enumerate(amounts)
+        n: Decimal(amount) for n, amount in enumerate(WIDE_AMOUNTS)
     }
