@@ -21,7 +21,17 @@ from __future__ import annotations
 import base64
 import binascii
 from collections import deque
-from decimal import Context, Decimal, DefaultContext
+from decimal import (
+    MAX_EMAX,
+    MIN_EMIN,
+    Context,
+    Decimal,
+    DefaultContext,
+    Inexact,
+    InvalidOperation,
+    Overflow,
+    Underflow,
+)
 from typing import Any
 
 from airflow_cdc.core import jsontext
@@ -70,7 +80,15 @@ def image_plan(envelope: Any, image: str) -> tuple[dict[str, dict[str, Any]], di
     """The Connect field schemas of the row image ``image`` in an envelope schema, by column,
     and the type family of each (:func:`family`). Both are shared: read them, never change
     them; nor change ``envelope`` afterwards (its fields are kept to recognize the schema)."""
-    fields = _image_fields(envelope, image)
+    return _planned(_image_fields(envelope, image))
+
+
+def struct_plan(schema: Any) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    """:func:`image_plan` of a struct schema's own fields: a message key's schema."""
+    return _planned(_fields(schema) if isinstance(schema, dict) else [])
+
+
+def _planned(fields: list[Any]) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
     if not fields:
         return {}, {}
     for known, columns, types in tuple(_PLANS):  # a copy: another thread may add a plan
@@ -188,6 +206,12 @@ def _decimal_text(field: dict[str, Any], value: Any) -> Any:
     except binascii.Error as err:
         raise RecordFormatError("decode_error", f"decimal {encoded!r} is not Base64") from err
     unscaled = int.from_bytes(raw, "big", signed=True)
-    # Exact: the default context would round to 28 significant digits.
-    exact = Context(prec=max(DefaultContext.prec, len(str(abs(unscaled)))))
+    # Exact, or an error: the default context rounds to 28 significant digits, and to its
+    # exponent limits.
+    exact = Context(
+        prec=max(DefaultContext.prec, len(str(abs(unscaled)))),
+        Emax=MAX_EMAX,
+        Emin=MIN_EMIN,
+        traps=[InvalidOperation, Inexact, Overflow, Underflow],
+    )
     return str(Decimal(unscaled).scaleb(-scale, exact))

@@ -587,3 +587,81 @@ def test_a_malformed_transaction_block_is_a_bad_record():
     with pytest.raises(RecordFormatError) as err:
         parse("debezium", value)
     assert err.value.reason == "bad_transaction"
+
+
+# --- A message key's values, in the form of the image's ----------------------------------------
+# A key column of a Connect logical type is encoded in the key as in the value: a MySQL
+# DATETIME key (io.debezium.time.Timestamp) in milliseconds, a DECIMAL key in Base64. The key
+# names the row, so its values must reach the decoders as the image's do.
+
+CREATED = {"type": "int64", "name": "io.debezium.time.Timestamp", "field": "created"}
+PRICE = {
+    "type": "bytes",
+    "name": "org.apache.kafka.connect.data.Decimal",
+    "parameters": {"scale": "2"},
+    "field": "price",
+}
+KEY_FIELDS = [CREATED, PRICE]
+KEYED_SCHEMA = {
+    "type": "struct",
+    "fields": [
+        {
+            "type": "struct",
+            "field": "before",
+            "fields": [*KEY_FIELDS, {"type": "string", "field": "n"}],
+        },
+        {
+            "type": "struct",
+            "field": "after",
+            "fields": [*KEY_FIELDS, {"type": "string", "field": "n"}],
+        },
+    ],
+}
+# 2023-11-14T22:13:20Z in milliseconds; -26588.24 as the Base64 of its unscaled two's complement.
+KEY_VALUES = {"created": 1_700_000_000_000, "price": "1234"}
+NORMALIZED = {"created": 1_700_000_000_000_000, "price": "-26588.24"}
+
+
+def keyed(op: str = "u") -> dict:
+    payload = {
+        "op": op,
+        "before": {**KEY_VALUES, "n": "a"} if op == "d" else None,
+        "after": None if op == "d" else {**KEY_VALUES, "n": "b"},
+        "source": {"schema": "s", "table": "t", "lsn": 5},
+    }
+    return {"schema": KEYED_SCHEMA, "payload": payload}
+
+
+@pytest.mark.parametrize("op", ["u", "d"])
+def test_a_key_with_its_schema_is_normalized_by_it(op):
+    key = {"schema": {"type": "struct", "fields": KEY_FIELDS}, "payload": KEY_VALUES}
+    record = change("debezium", keyed(op), key=key)
+    assert record.key == NORMALIZED
+    image = record.before if op == "d" else record.after
+    assert image is not None and {k: image[k] for k in NORMALIZED} == NORMALIZED
+
+
+def test_a_key_without_its_schema_is_normalized_by_the_values_schema():
+    for key in (KEY_VALUES, {"schema": None, "payload": KEY_VALUES}):
+        assert change("debezium", keyed(), key=key).key == NORMALIZED
+    # A column the schemas do not name is kept as it is.
+    assert change("debezium", keyed(), key={"other": 7}).key == {"other": 7}
+    # Neither side typed: nothing to normalize by.
+    bare = {**keyed()["payload"], "after": {"created": 1, "n": "b"}}
+    assert change("debezium", bare, key={"created": 1}).key == {"created": 1}
+
+
+def test_a_decimal_of_a_vast_scale_keeps_its_digits_or_is_refused():
+    def value(scale: int, unscaled: str) -> dict:
+        fields = [{**PRICE, "parameters": {"scale": str(scale)}}]
+        after = {"type": "struct", "field": "after", "fields": fields}
+        payload = {"op": "c", "after": {"price": unscaled}, "source": {"table": "t", "lsn": 1}}
+        return {"schema": {"type": "struct", "fields": [after]}, "payload": payload}
+
+    # 123456789 (Base64 "B1vNFQ==") at a scale past the default context's exponent limit.
+    record = change("debezium", value(1_000_030, "B1vNFQ=="))
+    assert record.types == {"price": "text"}
+    assert record.after == {"price": "1.23456789E-1000022"}
+    with pytest.raises(RecordFormatError) as err:
+        parse("debezium", value(10**21, "AQ=="))
+    assert err.value.reason == "invalid_record"

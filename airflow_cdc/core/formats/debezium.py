@@ -73,7 +73,7 @@ def parse_debezium(message: Message) -> ChangeRecord | Control:
     schema, payload = _envelope(load_object(message.value))
     if "op" not in payload and payload.get("status") in BOUNDARIES:
         return _boundary(payload)
-    return _change(payload, schema, message, _message_key(message.key))
+    return _change(payload, schema, message, *_message_key(message.key))
 
 
 def parse_cdl(message: Message) -> ChangeRecord | Control:
@@ -87,7 +87,9 @@ def parse_cdl(message: Message) -> ChangeRecord | Control:
     version = payload.get("message_version")
     key = payload.get("unique") if isinstance(payload.get("unique"), dict) else None
     if version == "2.0":
-        return _change(payload, schema, message, key or _message_key(message.key))
+        if key is not None:
+            return _change(payload, schema, message, key)
+        return _change(payload, schema, message, *_message_key(message.key))
     if version != "1.0":
         raise RecordFormatError("unknown_version", f"message_version {version!r} is not 1.0/2.0")
     operation = require(payload, "OPERATION", str)
@@ -124,22 +126,27 @@ def _envelope(doc: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
     return doc.get("schema"), require(doc, "payload", dict)
 
 
-def _message_key(text: str | None) -> dict[str, Any] | None:
+def _message_key(text: str | None) -> tuple[dict[str, Any] | None, Any]:
+    """(the message key's columns, its Connect schema if it has one)."""
     if text is None:
-        return None
-    doc = load_json(text)
+        return None, None
+    doc, schema = load_json(text), None
     wrapped = _unwrap(doc)
     if wrapped is not None:
-        doc = wrapped[1]
+        schema, doc = wrapped
     if doc is None:
-        return None
+        return None, None
     if not isinstance(doc, dict):
         raise RecordFormatError("missing_key", f"the message key is {kind(doc)}, not an object")
-    return doc
+    return doc, schema
 
 
 def _change(
-    payload: dict[str, Any], schema: Any, message: Message, key: dict[str, Any] | None
+    payload: dict[str, Any],
+    schema: Any,
+    message: Message,
+    key: dict[str, Any] | None,
+    key_schema: Any = None,
 ) -> ChangeRecord:
     op = require(payload, "op", str)
     source = require(payload, "source", dict)
@@ -148,7 +155,16 @@ def _change(
     ts_ms = optional_integer(source.get("ts_ms"), "source.ts_ms") or 0
     sequence = _sequence(source, op, ts_ms, message.position)
     record = _record(
-        _table(source), op, sequence, ts_ms, schema, payload, "after", source.get("txId"), key
+        _table(source),
+        op,
+        sequence,
+        ts_ms,
+        schema,
+        payload,
+        "after",
+        source.get("txId"),
+        key,
+        key_schema,
     )
     transaction = _transaction(payload.get("transaction"))
     return record if transaction is None else replace(record, transaction=transaction)
@@ -232,10 +248,14 @@ def _record(
     after_field: str,
     txid: Any,
     key: dict[str, Any] | None,
+    key_schema: Any = None,
 ) -> ChangeRecord:
-    """The change of a Debezium-shaped payload whose row image is ``after_field``."""
+    """The change of a Debezium-shaped payload whose row image is ``after_field``; ``key``
+    (a message key's, of Connect schema ``key_schema``, or CDL's ``unique``) normalized as
+    the images are."""
     types, after = _typed(schema, after_field, image(payload.get(after_field), after_field))
     _, before = _typed(schema, "before", image(payload.get("before"), "before"))
+    key = _typed_key(key, key_schema, schema, after_field)
     return ChangeRecord(
         table=table,
         op=op,
@@ -289,6 +309,29 @@ def _typed(
         for name, value in values.items()
     }
     return types, normalized
+
+
+def _typed_key(
+    key: dict[str, Any] | None, key_schema: Any, schema: Any, after_field: str
+) -> dict[str, Any] | None:
+    """The key's values in the form the decoders read, as :func:`_typed` gives an image's:
+    by the key's own schema, or where it has none, by the envelope schema's columns of the
+    same names (a key written without its schema encodes each type as the value does: a
+    Connect ``Timestamp`` in milliseconds, a ``Decimal`` in Base64)."""
+    if key is None:
+        return None
+    fields, _ = connect.struct_plan(key_schema)
+    if not fields:
+        fields = {
+            **connect.image_plan(schema, "before")[0],
+            **connect.image_plan(schema, after_field)[0],
+        }
+    if not fields:
+        return key
+    return {
+        name: connect.normalize(fields[name], value) if name in fields else value
+        for name, value in key.items()
+    }
 
 
 def _properties(payload: dict[str, Any]) -> dict[str, Any]:
