@@ -16,14 +16,16 @@ expressions over it (Spark copies a reused sub-expression into every place it is
 Where the two differ (``tests/spark/test_values.py`` lists each case): Spark's VARIANT stores
 a number by value, so ``1.0`` is the integer 1; text forms follow the vendors' documented forms
 (ISO 8601 dates, times and timestamps) rather than every form Python's parsers accept; JSON
-objects stored as text are Spark's compact JSON (non-ASCII characters kept as they are); an
-integer of more than 38 digits is a DOUBLE in a VARIANT, and a number past a double's range an
-infinite one (a date of such an integer is refused; a JSON value kept as text holds the
-double, ``1.0E38`` or ``"Infinity"``, where the core keeps the digits); a number written with an
-exponent is a DOUBLE too, so a numeric column takes it rounded to a double's 17 digits (zero
-below a double's range) where the core reads every digit; a number of more than
-1,000 characters is past what Spark's JSON reader takes (JSON text holding one is refused).
-``tests/spark/test_values_fuzz.py`` holds the two to exactly these differences.
+objects stored as text are Spark's compact JSON (non-ASCII characters kept as they are); a
+number of more than 38 digits (or 38 after its point) is a DOUBLE in a VARIANT, and a number
+past a double's range an infinite one (a date of such an integer is refused; a JSON value kept
+as text holds the double, ``1.0E38`` or ``"Infinity"``, where the core keeps the digits; the
+formats the core parses write the zeros that end a fraction off such a number first, so a
+decimal padded to its scale stays exact: ``airflow_cdc.core.jsontext``); a number written with
+an exponent is a DOUBLE too, so a numeric column takes it, or one past 38 digits, rounded to a
+double's 17 digits (zero below a double's range) where the core reads every digit; a number of
+more than 1,000 characters is past what Spark's JSON reader takes (JSON text holding one is
+refused). ``tests/spark/test_values_fuzz.py`` holds the two to exactly these differences.
 """
 
 from __future__ import annotations

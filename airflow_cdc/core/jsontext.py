@@ -63,7 +63,7 @@ def dump(value: Any, **kwargs: Any) -> str:
     while stack:
         parent, slot, item = stack.pop()
         if isinstance(item, JsonNumber):
-            numbers.append(item.text)
+            numbers.append(_held_exactly(item.text))
             parent[slot] = f"\0{_NONCE}{len(numbers) - 1}\0"
         elif isinstance(item, dict):
             parent[slot] = mapping = dict.fromkeys(item)
@@ -77,6 +77,22 @@ def dump(value: Any, **kwargs: Any) -> str:
     if not numbers:
         return text
     return _PLACEHOLDER.sub(lambda match: numbers[int(match[1])], text)
+
+
+# Spark holds a JSON number of up to 38 significant digits exactly (a VARIANT's DECIMAL); a
+# longer literal it reads as a DOUBLE, rounded to 17.
+SPARK_DIGITS = 38
+
+
+def _held_exactly(text: str) -> str:
+    """A number literal as Spark reads it exactly where it can: the zeros that end a fraction
+    are no digits of the value, and a literal longer than :data:`SPARK_DIGITS` digits is
+    written without them (CockroachDB pads a DECIMAL to its scale:
+    ``123456789012345678.1000000000000000000000`` is 40 digits, and 19 without the zeros)."""
+    if len(text) <= SPARK_DIGITS or "." not in text or "e" in text or "E" in text:
+        return text
+    short = text.rstrip("0")
+    return short[:-1] if short.endswith(".") else short
 
 
 def _encode(value: Any, kwargs: dict[str, Any]) -> str:

@@ -92,3 +92,11 @@ def test_loads_refuses_what_json_loads_refuses_with_its_message() -> None:
     with pytest.raises(json.JSONDecodeError, match="BOM"):
         jsontext.loads('\ufeff{"a": 1}')
     assert jsontext.loads(b'{"a": 1.50}') == {"a": 1.5}
+
+
+def test_a_number_longer_than_spark_holds_is_written_without_its_ending_zeros() -> None:
+    padded = "123456789012345678.1000000000000000000000"  # 40 digits, 19 without the zeros
+    doc = jsontext.loads(f'{{"a": {padded}, "b": -1.{"0" * 40}, "c": 0.{"0" * 36}12}}')
+    assert jsontext.dump(doc) == f'{{"a": 123456789012345678.1, "b": -1, "c": 0.{"0" * 36}12}}'
+    # Shorter literals keep their text, zeros and all.
+    assert jsontext.dump(jsontext.loads('{"a": 2.50}')) == '{"a": 2.50}'

@@ -153,6 +153,9 @@ WIDE_AMOUNTS = [
     "99999999999999999999.999999999",
     # 38 digits: past the 28 of Python's default decimal context.
     "-12345678901234567890123456789.123456789",
+    # 40 digits, written as CockroachDB pads a DECIMAL to its scale: past the 38 that Spark
+    # holds exactly, but for the zeros that end it.
+    "123456789012345678.1000000000000000000000",
 ]
 
 

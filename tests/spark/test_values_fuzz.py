@@ -1067,26 +1067,33 @@ _NUMBER_TOKEN = re.compile(r"-?[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
 
 
 def _beyond_variant(text: str) -> bool:
-    """Whether ``text`` writes a number VARIANT cannot hold as written: an integer of more
-    than 38 digits (VARIANT's widest decimal), which it keeps as a DOUBLE, or a number past
-    a double's range, which becomes infinite."""
+    """Whether ``text`` writes a number VARIANT cannot hold as written: one of more than 38
+    digits, or of more than 38 after its point (VARIANT's widest decimal; zeros that end a
+    fraction count), which it keeps as a DOUBLE, or a number past a double's range, which
+    becomes infinite."""
     for token in _NUMBER_TOKEN.findall(text):
-        digits = token.lstrip("-")
-        if digits.isdigit() and len(digits) > 38:
-            return True
         if math.isinf(float(token)):
+            return True
+        if re.search("[eE]", token):
+            continue
+        whole, _, fraction = token.lstrip("-").partition(".")
+        if len((whole + fraction).lstrip("0")) > 38 or len(fraction) > 38:
             return True
     return False
 
 
 def variant_double(column: ColumnSpec, text: str, want: Outcome, have: Outcome) -> bool:
     """values.py: "a number written with an exponent is a DOUBLE too, so a numeric column
-    takes it rounded to a double's 17 digits (zero below a double's range)".
+    takes it rounded to a double's 17 digits (zero below a double's range)", as is one of
+    more than 38 digits.
 
-    Holds only for a bare JSON number with an exponent that its double does not write back
+    Holds only for a bare JSON number with an exponent or past 38 digits that its double
+    does not write back
     (more digits than the double keeps, or past its range), where the JVM's outcome is exactly
     the core's for that double."""
-    if not _JSON_NUMBER.fullmatch(text) or not re.search("[eE]", text):
+    if not _JSON_NUMBER.fullmatch(text):
+        return False
+    if not re.search("[eE]", text) and not _beyond_variant(text):
         return False
     rounded = float(text)
     return Decimal(text) != Decimal(repr(rounded)) and _same(
