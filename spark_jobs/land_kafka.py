@@ -48,7 +48,7 @@ from spark_jobs.times import from_micros
 log = logging.getLogger("airflow_cdc.jobs")
 
 JOB_NAME = "land_kafka"
-JOB_VERSION = "1.1.2"
+JOB_VERSION = "1.1.3"
 OFFSET_WIDTH = 20
 
 
@@ -180,7 +180,7 @@ class KafkaPartitionReader:
         offset = message.offset()
         key = message.key()
         value = message.value()
-        key_text = None if key is None else key.decode("utf-8", errors="replace")
+        key_text, key_error = message_key(key)
         _, millis = message.timestamp()
         arrival = (
             dt.datetime.fromtimestamp(millis / 1000, dt.UTC) if millis and millis > 0 else None
@@ -195,12 +195,26 @@ class KafkaPartitionReader:
             key_text,
             arrival,
             value,
+            key_error,
         )
         found = None
         if self.fmt in IN_BAND_RESOLVED and value is not None:
             text = value.decode("utf-8", errors="replace")
             found = resolved_marker(self.fmt, Message(text, key_text, position, topic))
         return row, found
+
+
+def message_key(key: bytes | None) -> tuple[str | None, str | None]:
+    """A message key's text, and the envelope error of one that is not UTF-8: its text then
+    holds U+FFFD in place of the bytes, and two keys could name one row (the record is
+    quarantined as ``bad_envelope``, as a value that is not UTF-8 is, with the key's
+    replaced text)."""
+    if key is None:
+        return None, None
+    try:
+        return key.decode("utf-8"), None
+    except UnicodeDecodeError as err:
+        return key.decode("utf-8", errors="replace"), f"the message key is not UTF-8: {err}"
 
 
 def plan(bootstrap: str, config: dict[str, Any], topics: list[str]) -> dict[str, tuple[int, int]]:

@@ -119,3 +119,12 @@ def test_a_capped_run_reports_the_offsets_it_left_behind_the_tip(
     rest = run("b2", 100)
     assert rest["landed"] == 7
     assert {d["offsets_behind"] for d in rest["shards"].values()} == {0}
+
+
+def test_a_message_key_that_is_not_utf8_is_an_envelope_error() -> None:
+    assert land_kafka.message_key(None) == (None, None)
+    assert land_kafka.message_key('{"id": "zürich"}'.encode()) == ('{"id": "zürich"}', None)
+    # Latin-1 "ü": as U+FFFD, "zürich" and "zärich" would be one key.
+    text, error = land_kafka.message_key(b'{"id": "z\xfcrich"}')
+    assert text == '{"id": "z\ufffdrich"}'
+    assert error is not None and error.startswith("the message key is not UTF-8")
