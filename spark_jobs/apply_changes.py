@@ -73,7 +73,7 @@ log = logging.getLogger("airflow_cdc.jobs")
 JOB_NAME = "apply_changes"
 # Formats whose every change names its schema: an empty schema names no declared table.
 NAMES_SCHEMAS = ("dsql",)
-JOB_VERSION = "2.8.3"
+JOB_VERSION = "2.8.4"
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from airflow_cdc.core.events import Message
-from airflow_cdc.core.formats import IN_BAND_RESOLVED, resolved_marker
+from airflow_cdc.core.formats import IN_BAND_RESOLVED, MESSAGE_KEYED, resolved_marker
 from airflow_cdc.core.ordering import pad_decimal
 from airflow_cdc.jobs import KAFKA_CONFIG_ENV, OFFSETS_BEHIND
 from spark_jobs.arguments import base_parser
@@ -48,7 +48,7 @@ from spark_jobs.times import from_micros
 log = logging.getLogger("airflow_cdc.jobs")
 
 JOB_NAME = "land_kafka"
-JOB_VERSION = "1.1.3"
+JOB_VERSION = "1.1.4"
 OFFSET_WIDTH = 20
 
 
@@ -181,6 +181,8 @@ class KafkaPartitionReader:
         key = message.key()
         value = message.value()
         key_text, key_error = message_key(key)
+        if self.fmt is not None and self.fmt not in MESSAGE_KEYED:
+            key_error = None  # a format that never reads the key
         _, millis = message.timestamp()
         arrival = (
             dt.datetime.fromtimestamp(millis / 1000, dt.UTC) if millis and millis > 0 else None

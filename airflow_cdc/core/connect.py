@@ -209,7 +209,9 @@ def _decimal_text(field: dict[str, Any], value: Any) -> Any:
     # Exact, or an error: the default context rounds to 28 significant digits, and to its
     # exponent limits.
     exact = Context(
-        prec=max(DefaultContext.prec, len(str(abs(unscaled)))),
+        # At least the integer's digits (log10(2) < 10/33), counted without writing it out:
+        # Python writes no integer of more than 4,300 digits.
+        prec=max(DefaultContext.prec, unscaled.bit_length() * 10 // 33 + 2),
         Emax=MAX_EMAX,
         Emin=MIN_EMIN,
         traps=[InvalidOperation, Inexact, Overflow, Underflow],

@@ -115,3 +115,14 @@ def test_a_decimal_keeps_every_digit_of_its_unscaled_integer() -> None:
     record = parsed(envelope(schema, encoded))
     assert record.after is not None
     assert record.after["amount"] == "-1234567890123456789012345678.9012345678"
+
+
+def test_a_decimal_longer_than_python_writes_an_integer_stays_exact() -> None:
+    # Python writes no integer of more than 4,300 digits; the decimal is counted otherwise.
+    unscaled = 10**5000 + 7
+    encoded = base64.b64encode(unscaled.to_bytes(2100, "big", signed=True)).decode()
+    schema = {"type": "bytes", "name": DECIMAL, "parameters": {"scale": "2"}}
+    record = parsed(envelope(schema, encoded))
+    assert record.after is not None
+    amount = record.after["amount"]
+    assert len(amount) == 5002 and amount.startswith("1000") and amount.endswith("00.07")

@@ -665,3 +665,32 @@ def test_a_decimal_of_a_vast_scale_keeps_its_digits_or_is_refused():
     with pytest.raises(RecordFormatError) as err:
         parse("debezium", value(10**21, "AQ=="))
     assert err.value.reason == "invalid_record"
+
+
+def test_a_key_schema_is_read_for_the_columns_it_names_and_the_value_schema_for_the_rest():
+    # The value's schema names neither key column's type: only the key's schema can.
+    plain = {
+        "type": "struct",
+        "fields": [
+            {"type": "struct", "field": "after", "fields": [{"type": "string", "field": "n"}]}
+        ],
+    }
+    value = {"schema": plain, "payload": {**keyed()["payload"], "after": {"n": "b"}}}
+    key = {"schema": {"type": "struct", "fields": KEY_FIELDS}, "payload": KEY_VALUES}
+    assert change("debezium", value, key=key).key == NORMALIZED
+    # A key schema naming one column: the other is read by the value's schema.
+    key = {"schema": {"type": "struct", "fields": [PRICE]}, "payload": KEY_VALUES}
+    assert change("debezium", keyed(), key=key).key == NORMALIZED
+
+
+def test_a_key_the_schemas_cannot_read_is_kept_as_written():
+    # A key schema that does not plan is not used; the value's schema reads the key.
+    odd = {"schema": {"type": "struct", "fields": [{"field": "x", "type": "int128"}]}}
+    assert change("debezium", keyed(), key={**odd, "payload": KEY_VALUES}).key == NORMALIZED
+    # A key converter that wrote a decimal as a number: the value's Base64 rule cannot read
+    # it, and the number is the value.
+    numeric = {"created": 1_700_000_000_000, "price": 12.34}
+    assert change("debezium", keyed(), key=numeric).key == {
+        "created": 1_700_000_000_000_000,
+        "price": 12.34,
+    }

@@ -121,6 +121,25 @@ def test_a_capped_run_reports_the_offsets_it_left_behind_the_tip(
     assert {d["offsets_behind"] for d in rest["shards"].values()} == {0}
 
 
+class Delivered:
+    """A consumed Kafka message, as confluent_kafka's ``Message`` answers the reader."""
+
+    def __init__(self, key: bytes | None, value: bytes | None) -> None:
+        self._key, self._value = key, value
+
+    def offset(self) -> int:
+        return 7
+
+    def key(self) -> bytes | None:
+        return self._key
+
+    def value(self) -> bytes | None:
+        return self._value
+
+    def timestamp(self) -> tuple[int, int]:
+        return 1, 1_767_225_600_000
+
+
 def test_a_message_key_that_is_not_utf8_is_an_envelope_error() -> None:
     assert land_kafka.message_key(None) == (None, None)
     assert land_kafka.message_key('{"id": "zürich"}'.encode()) == ('{"id": "zürich"}', None)
@@ -128,3 +147,13 @@ def test_a_message_key_that_is_not_utf8_is_an_envelope_error() -> None:
     text, error = land_kafka.message_key(b'{"id": "z\xfcrich"}')
     assert text == '{"id": "z\ufffdrich"}'
     assert error is not None and error.startswith("the message key is not UTF-8")
+
+    # Only a format that reads the key refuses the record for it.
+    def envelope_error(fmt: str) -> str | None:
+        reader = land_kafka.KafkaPartitionReader("b", {}, "s", {}, dt.datetime.now(dt.UTC), fmt, 10)
+        row, _ = reader._record("items/0", "items", Delivered(b"\xfc", b"{}"))
+        return row[8]
+
+    keyed = envelope_error("debezium")
+    assert keyed is not None and keyed.startswith("the message key is not UTF-8")
+    assert envelope_error("ydb") is None

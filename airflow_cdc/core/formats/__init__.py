@@ -31,6 +31,8 @@ PARSERS: dict[str, Parser] = {
     "cdl": debezium.parse_cdl,
     "debezium": debezium.parse_debezium,
 }
+# Formats whose parsers read a Kafka message's key (YDB's JSON carries the key in the value).
+MESSAGE_KEYED = frozenset({"debezium", "arcion", "cdl", "ydb-debezium", "cockroachdb"})
 # Formats whose streams carry their own resolved timestamps (resolved messages, heartbeats).
 IN_BAND_RESOLVED = frozenset({"ydb", "cockroachdb", "cdl"})
 # Formats whose json/jsonb columns carry the JSON value itself, where the others (DSQL, Kafka

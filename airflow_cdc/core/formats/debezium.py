@@ -314,24 +314,35 @@ def _typed(
 def _typed_key(
     key: dict[str, Any] | None, key_schema: Any, schema: Any, after_field: str
 ) -> dict[str, Any] | None:
-    """The key's values in the form the decoders read, as :func:`_typed` gives an image's:
-    by the key's own schema, or where it has none, by the envelope schema's columns of the
-    same names (a key written without its schema encodes each type as the value does: a
-    Connect ``Timestamp`` in milliseconds, a ``Decimal`` in Base64)."""
+    """The key's values in the form the decoders read, as :func:`_typed` gives an image's.
+    A column the key's own schema names is normalized by it. One it does not name (a key
+    written without its schema) is normalized by the envelope schema's column of that name,
+    for a key converter encodes each type as the value's does (a Connect ``Timestamp`` in
+    milliseconds, a ``Decimal`` in Base64), where it can be: a key column that the value's
+    schema cannot read (the key converter wrote decimals as numbers) is kept as written, as
+    it was before keys were normalized. A key schema that does not plan is not used."""
     if key is None:
         return None
-    fields, _ = connect.struct_plan(key_schema)
-    if not fields:
-        fields = {
-            **connect.image_plan(schema, "before")[0],
-            **connect.image_plan(schema, after_field)[0],
-        }
-    if not fields:
-        return key
-    return {
-        name: connect.normalize(fields[name], value) if name in fields else value
-        for name, value in key.items()
+    try:
+        own, _ = connect.struct_plan(key_schema)
+    except RecordFormatError:
+        own = {}
+    by_value = {
+        **connect.image_plan(schema, "before")[0],
+        **connect.image_plan(schema, after_field)[0],
     }
+    typed: dict[str, Any] = {}
+    for name, value in key.items():
+        if name in own:
+            typed[name] = connect.normalize(own[name], value)
+        elif name in by_value:
+            try:
+                typed[name] = connect.normalize(by_value[name], value)
+            except RecordFormatError:
+                typed[name] = value
+        else:
+            typed[name] = value
+    return typed
 
 
 def _properties(payload: dict[str, Any]) -> dict[str, Any]:
