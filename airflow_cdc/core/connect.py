@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 from collections import deque
 from decimal import (
     MAX_EMAX,
@@ -206,14 +207,19 @@ def _decimal_text(field: dict[str, Any], value: Any) -> Any:
     except binascii.Error as err:
         raise RecordFormatError("decode_error", f"decimal {encoded!r} is not Base64") from err
     unscaled = int.from_bytes(raw, "big", signed=True)
-    # Exact, or an error: the default context rounds to 28 significant digits, and to its
-    # exponent limits.
-    exact = Context(
-        # At least the integer's digits (log10(2) < 10/33), counted without writing it out:
-        # Python writes no integer of more than 4,300 digits.
-        prec=max(DefaultContext.prec, unscaled.bit_length() * 10 // 33 + 2),
+    # At least the integer's digits (log10(2) < 10/33), counted without writing it out:
+    # Python writes no integer of more than 4,300 digits.
+    digits = max(DefaultContext.prec, unscaled.bit_length() * 10 // 33 + 2)
+    return str(Decimal(unscaled).scaleb(-scale, _exact(-(-digits // 64) * 64)))
+
+
+@functools.lru_cache(maxsize=64)
+def _exact(precision: int) -> Context:
+    """A context that computes exactly or raises: the default one rounds to 28 significant
+    digits, and to its exponent limits. Shared (its flags are never read)."""
+    return Context(
+        prec=precision,
         Emax=MAX_EMAX,
         Emin=MIN_EMIN,
         traps=[InvalidOperation, Inexact, Overflow, Underflow],
     )
-    return str(Decimal(unscaled).scaleb(-scale, exact))

@@ -32,6 +32,7 @@ boundary event is a control message; a change keeps its block (:class:`Transacti
 
 from __future__ import annotations
 
+import contextlib
 import re
 from dataclasses import replace
 from typing import Any
@@ -253,9 +254,11 @@ def _record(
     """The change of a Debezium-shaped payload whose row image is ``after_field``; ``key``
     (a message key's, of Connect schema ``key_schema``, or CDL's ``unique``) normalized as
     the images are."""
-    types, after = _typed(schema, after_field, image(payload.get(after_field), after_field))
-    _, before = _typed(schema, "before", image(payload.get("before"), "before"))
-    key = _typed_key(key, key_schema, schema, after_field)
+    after_plan = connect.image_plan(schema, after_field)
+    before_plan = connect.image_plan(schema, "before")
+    types, after = _typed(after_plan, image(payload.get(after_field), after_field))
+    _, before = _typed(before_plan, image(payload.get("before"), "before"))
+    key = _typed_key(key, key_schema, after_plan[0], before_plan[0])
     return ChangeRecord(
         table=table,
         op=op,
@@ -295,10 +298,11 @@ def _sequence(source: dict[str, Any], op: str, ts_ms: int, position: str) -> str
 
 
 def _typed(
-    schema: Any, field: str, values: dict[str, Any] | None
+    plan: tuple[dict[str, dict[str, Any]], dict[str, str]], values: dict[str, Any] | None
 ) -> tuple[dict[str, str], dict[str, Any] | None]:
-    """Column type families from the envelope schema, and the image's normalized values."""
-    fields, families = connect.image_plan(schema, field)
+    """Column type families from an image's plan (:func:`connect.image_plan`), and the
+    image's normalized values."""
+    fields, families = plan
     if not fields:
         return {}, values
     types = dict(families)
@@ -312,13 +316,13 @@ def _typed(
 
 
 def _typed_key(
-    key: dict[str, Any] | None, key_schema: Any, schema: Any, after_field: str
+    key: dict[str, Any] | None, key_schema: Any, *images: dict[str, dict[str, Any]]
 ) -> dict[str, Any] | None:
     """The key's values in the form the decoders read, as :func:`_typed` gives an image's.
     A column the key's own schema names is normalized by it. One it does not name (a key
-    written without its schema) is normalized by the envelope schema's column of that name,
-    for a key converter encodes each type as the value's does (a Connect ``Timestamp`` in
-    milliseconds, a ``Decimal`` in Base64), where it can be: a key column that the value's
+    written without its schema) is normalized by the first of the images' plans that names
+    it, for a key converter encodes each type as the value's does (a Connect ``Timestamp``
+    in milliseconds, a ``Decimal`` in Base64), where it can be: a key column that the value's
     schema cannot read (the key converter wrote decimals as numbers) is kept as written, as
     it was before keys were normalized. A key schema that does not plan is not used."""
     if key is None:
@@ -327,21 +331,17 @@ def _typed_key(
         own, _ = connect.struct_plan(key_schema)
     except RecordFormatError:
         own = {}
-    by_value = {
-        **connect.image_plan(schema, "before")[0],
-        **connect.image_plan(schema, after_field)[0],
-    }
     typed: dict[str, Any] = {}
     for name, value in key.items():
         if name in own:
             typed[name] = connect.normalize(own[name], value)
-        elif name in by_value:
-            try:
-                typed[name] = connect.normalize(by_value[name], value)
-            except RecordFormatError:
-                typed[name] = value
-        else:
-            typed[name] = value
+            continue
+        typed[name] = value
+        for fields in images:
+            if name in fields:
+                with contextlib.suppress(RecordFormatError):  # else kept as written
+                    typed[name] = connect.normalize(fields[name], value)
+                break
     return typed
 
 
