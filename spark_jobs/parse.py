@@ -135,7 +135,8 @@ def json_type(value: Column) -> Column:
     return F.schema_of_variant(value)
 
 
-def _error(reason: str, detail: Column | str) -> Column:
+def failure(reason: str, detail: Column | str) -> Column:
+    """A ``struct<reason, detail>`` of why a record (or an image, a change) is refused."""
     text = F.lit(detail) if isinstance(detail, str) else detail
     return F.struct(F.lit(reason).alias("reason"), text.alias("detail"))
 
@@ -302,21 +303,21 @@ def _dsql_error(f: _Fields, most: int) -> Column:
             F.when(f.is_null(ref), F.lit(None))
             .when(
                 ~f.is_object(ref),
-                _error(
+                failure(
                     "invalid_chunked", F.concat(F.lit(f"chunked.{image} is "), f.described(ref))
                 ),
             )
-            .when(~f.is_integer(total), _error("missing_field", "total_fragments must be int"))
+            .when(~f.is_integer(total), failure("missing_field", "total_fragments must be int"))
             .when(
                 number(total) < 1,
-                _error(
+                failure(
                     "invalid_chunked",
                     F.concat(F.lit(f"chunked.{image}.total_fragments="), f.text(total)),
                 ),
             )
             .when(
                 number(total) > most,
-                _error(
+                failure(
                     "invalid_chunked",
                     F.concat(
                         F.lit(f"chunked.{image}.total_fragments="),
@@ -326,25 +327,27 @@ def _dsql_error(f: _Fields, most: int) -> Column:
                 ),
             )
             .when(
-                ~f.is_string(f"{image}_chunk_id"), _error("missing_field", "chunk_id must be str")
+                ~f.is_string(f"{image}_chunk_id"), failure("missing_field", "chunk_id must be str")
             )
             .when(
                 f.integer(crc).isNull(),
-                _error("missing_field", f"chunked.{image}.crc32c must be an integer"),
+                failure("missing_field", f"chunked.{image}.crc32c must be an integer"),
             )
             .when(
                 ~F.coalesce(number(crc).between(-int64_max - 1, int64_max), F.lit(False)),
-                _error("invalid_chunked", F.concat(F.lit(f"chunked.{image}.crc32c="), f.text(crc))),
+                failure(
+                    "invalid_chunked", F.concat(F.lit(f"chunked.{image}.crc32c="), f.text(crc))
+                ),
             )
             .when(
-                ~f.is_null(image), _error("invalid_chunked", f"{image} is both inline and chunked")
+                ~f.is_null(image), failure("invalid_chunked", f"{image} is both inline and chunked")
             )
         )
 
     def image_error(image: str) -> Column:
         return F.when(
             ~f.is_null(image) & ~f.is_object(image),
-            _error(
+            failure(
                 "invalid_image",
                 F.concat(F.lit(f"{image} must be an object or null, got "), f.described(image)),
             ),
@@ -355,16 +358,16 @@ def _dsql_error(f: _Fields, most: int) -> Column:
     ).otherwise(f.is_null("after") & (~chunked | f.is_null("after_ref")))
     ts = f.integer("ts_ns")
     change = F.coalesce(
-        F.when(~f.is_string("op"), _error("missing_field", "op must be str")),
-        F.when(~f.is_object("source"), _error("missing_field", "source must be dict")),
-        F.when(ts.isNull(), _error("missing_field", "source.ts_ns must be an integer")),
+        F.when(~f.is_string("op"), failure("missing_field", "op must be str")),
+        F.when(~f.is_object("source"), failure("missing_field", "source must be dict")),
+        F.when(ts.isNull(), failure("missing_field", "source.ts_ns must be an integer")),
         F.when(
             ts.startswith("-") & (_magnitude(ts) != ""),
-            _error("missing_field", "source.ts_ns is negative"),
+            failure("missing_field", "source.ts_ns is negative"),
         ),
         F.when(
             F.length(_magnitude(ts)) > SEQUENCE_DIGITS,
-            _error(
+            failure(
                 "invalid_sequence",
                 F.concat(F.lit("source.ts_ns has more than 20 digits: "), F.substring(ts, 1, 40)),
             ),
@@ -374,18 +377,18 @@ def _dsql_error(f: _Fields, most: int) -> Column:
         F.when(
             chunked,
             F.coalesce(
-                F.when(~f.is_object("chunked"), _error("missing_field", "chunked must be dict")),
+                F.when(~f.is_object("chunked"), failure("missing_field", "chunked must be dict")),
                 ref_error("before"),
                 ref_error("after"),
                 F.when(
                     f.is_null("before_ref") & f.is_null("after_ref"),
-                    _error("invalid_chunked", "chunked names neither before nor after"),
+                    failure("invalid_chunked", "chunked names neither before nor after"),
                 ),
             ),
         ),
         F.when(
             needed_missing,
-            _error(
+            failure(
                 "missing_image",
                 F.concat(
                     F.lit("op "),
@@ -396,23 +399,23 @@ def _dsql_error(f: _Fields, most: int) -> Column:
                 ),
             ),
         ),
-        F.when(~f.is_string("schema"), _error("missing_field", "schema must be str")),
-        F.when(~f.is_string("table"), _error("missing_field", "table must be str")),
+        F.when(~f.is_string("schema"), failure("missing_field", "schema must be str")),
+        F.when(~f.is_string("table"), failure("missing_field", "table must be str")),
     )
     index = number("index")
     fragment = F.coalesce(
-        F.when(~f.is_string("chunk_id"), _error("missing_field", "chunk_id must be str")),
-        F.when(~f.is_integer("index"), _error("missing_field", "index must be int")),
+        F.when(~f.is_string("chunk_id"), failure("missing_field", "chunk_id must be str")),
+        F.when(~f.is_integer("index"), failure("missing_field", "index must be int")),
         F.when(
             index < 0,
-            _error(
+            failure(
                 "invalid_fragment",
                 F.concat(F.lit("index "), f.text("index"), F.lit(" is negative")),
             ),
         ),
         F.when(
             index >= most,
-            _error(
+            failure(
                 "invalid_fragment",
                 F.concat(
                     F.lit("index "),
@@ -421,22 +424,24 @@ def _dsql_error(f: _Fields, most: int) -> Column:
                 ),
             ),
         ),
-        F.when(~f.is_string("data"), _error("missing_field", "data must be str")),
+        F.when(~f.is_string("data"), failure("missing_field", "data must be str")),
     )
     return (
-        F.when(F.col("envelope_error").isNotNull(), _error("bad_envelope", F.col("envelope_error")))
+        F.when(
+            F.col("envelope_error").isNotNull(), failure("bad_envelope", F.col("envelope_error"))
+        )
         .when(
             ~F.coalesce(F.is_valid_utf8("payload"), F.lit(True)),
-            _error("invalid_utf8", "the record is not UTF-8 text"),
+            failure("invalid_utf8", "the record is not UTF-8 text"),
         )
         .when(
             ~F.coalesce(F.col("_doc_t").startswith("OBJECT"), F.lit(False)),
-            _error("malformed_json", "expected a JSON object"),
+            failure("malformed_json", "expected a JSON object"),
         )
         .when(rtype == "fragment", fragment)
         .when(rtype.isin("full", "chunked"), change)
         .otherwise(
-            _error(
+            failure(
                 "unknown_record_type",
                 F.concat(
                     F.lit("type "),

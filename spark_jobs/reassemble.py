@@ -26,7 +26,15 @@ from pyspark.sql import functions as F
 
 from spark_jobs.json_columns import WholeJson
 from spark_jobs.ledger import DUPLICATE, PENDING, per_record, union_all
-from spark_jobs.parse import CHUNK_REFS, IMAGE, PARSED_COLUMNS, TEXT_FIELDS, TXN, from_text
+from spark_jobs.parse import (
+    CHUNK_REFS,
+    IMAGE,
+    PARSED_COLUMNS,
+    TEXT_FIELDS,
+    TXN,
+    failure,
+    from_text,
+)
 from spark_jobs.schemas import struct
 
 OPEN = "open"
@@ -417,17 +425,17 @@ def _assemble_sets(candidates: DataFrame, fragments: DataFrame, clock: Clock) ->
         F.size(missing) > 20, F.concat(F.lit(" and "), F.size(missing) - 20, F.lit(" more"))
     )
     image = F.col("image")
-    failure = (
+    refused = (
         F.when(
             F.col("past").isNotNull(),
-            _failure(
+            failure(
                 "fragment_out_of_range",
                 F.concat(F.lit("index "), F.col("past"), F.lit(" >= total_fragments "), total),
             ),
         )
         .when(
             F.col("conflict").isNotNull(),
-            _failure(
+            failure(
                 "conflicting_fragments",
                 F.concat(F.lit("two different fragments with index "), F.col("conflict")),
             ),
@@ -435,7 +443,7 @@ def _assemble_sets(candidates: DataFrame, fragments: DataFrame, clock: Clock) ->
         .when(~complete, F.lit(None))
         .when(
             F.col("_actual") != F.col("crc"),
-            _failure(
+            failure(
                 "crc_mismatch",
                 F.concat(
                     F.lit("crc32c "),
@@ -447,7 +455,7 @@ def _assemble_sets(candidates: DataFrame, fragments: DataFrame, clock: Clock) ->
         )
         .when(
             ~F.coalesce(whole.whole(wrapped), F.lit(False)),
-            _failure(
+            failure(
                 "malformed_image",
                 F.concat(
                     F.lit("the reassembled text ("),
@@ -460,15 +468,15 @@ def _assemble_sets(candidates: DataFrame, fragments: DataFrame, clock: Clock) ->
         )
         .when(
             ~whole.is_object_at(wrapped),
-            _failure("malformed_image", F.lit("image is not a JSON object")),
+            failure("malformed_image", F.lit("image is not a JSON object")),
         )
     )
     judged = read.select(
         "record_id",
         "image_no",
-        F.struct("image_no", "image", failure.alias("failure")).alias("failed"),
+        F.struct("image_no", "image", refused.alias("failure")).alias("failed"),
         F.when(
-            ~complete & failure.isNull(),
+            ~complete & refused.isNull(),
             F.struct(
                 "image_no",
                 F.concat(
@@ -547,10 +555,6 @@ def _assemble_sets(candidates: DataFrame, fragments: DataFrame, clock: Clock) ->
 
 _IDS = "ARRAY<STRUCT<record_id: STRING, batch_id: STRING>>"
 _MISSING = "ARRAY<STRUCT<image_no: INT, text: STRING>>"
-
-
-def _failure(reason: str, detail: Column) -> Column:
-    return F.struct(F.lit(reason).alias("reason"), detail.alias("detail"))
 
 
 def _crc32c_of(texts: pa.Array) -> pa.Array:

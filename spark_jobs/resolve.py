@@ -32,7 +32,7 @@ from airflow_cdc.core.rows import type_conflicts
 from airflow_cdc.core.types import column_of, column_of_spark, spark_type, widen, widens
 from spark_jobs.frames import checkpoint_counting
 from spark_jobs.ledger import DUPLICATE, SUPERSEDED, per_record, union_all
-from spark_jobs.parse import IMAGE
+from spark_jobs.parse import IMAGE, failure
 from spark_jobs.schemas import quoted
 from spark_jobs.values import DecodedColumn, decode_columns, decode_fast, decode_value
 
@@ -170,7 +170,7 @@ REASONS = (*DECODE_REASONS, INVALID_NAME, COLUMN_LIMIT)
 def _error(reason: str, detail: Column) -> Column:
     if reason not in DECODE_REASONS:
         raise ValueError(f"{reason!r} is not in DECODE_REASONS: the facts count each by name")
-    return F.struct(F.lit(reason).alias("reason"), detail.alias("detail"))
+    return failure(reason, detail)
 
 
 def decode_changes(

@@ -30,7 +30,7 @@ import datetime as dt
 import json
 import struct
 from collections.abc import Callable
-from decimal import Decimal
+from decimal import Context, Decimal
 from typing import Any
 
 from tests.oracles.json_encoders import ydb_double  # YDB writes a Double so in both formats
@@ -154,7 +154,8 @@ def java_float(value: float) -> Raw:
 def connect_decimal(value: Decimal, scale: int = _NUMERIC_SCALE) -> str:
     """``org.apache.kafka.connect.data.Decimal``: Base64 of ``BigInteger.toByteArray()`` of the
     unscaled value, the minimal big-endian two's complement (``bitLength() / 8 + 1`` bytes)."""
-    unscaled = value.scaleb(scale)
+    # Exact: the default context rounds to 28 significant digits.
+    unscaled = value.scaleb(scale, Context(prec=len(value.as_tuple().digits) + abs(scale) + 1))
     if unscaled != unscaled.to_integral_value():
         raise ValueError(f"{value} has more than {scale} fraction digits")
     number = int(unscaled)

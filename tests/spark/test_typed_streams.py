@@ -15,10 +15,9 @@ the epoch, ``time`` as ``HH:MM:SS.ffffff``, ``timetz`` adjusted to UTC with ``+0
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
 import json
-from decimal import Context, Decimal
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -166,9 +165,7 @@ def _wide_cockroachdb(n: int, amount: str) -> tuple[str, str]:
 
 
 def _wide_debezium(n: int, amount: str) -> tuple[str, str]:
-    # A Connect Decimal: the Base64 of the unscaled integer's two's complement.
-    unscaled = int(Decimal(amount).scaleb(9, Context(prec=50)))
-    encoded = base64.b64encode(unscaled.to_bytes(16, "big", signed=True)).decode()
+    encoded = connect_encoders.connect_decimal(Decimal(amount), 9)
     field = {"field": "amount", "type": "bytes", "name": "org.apache.kafka.connect.data.Decimal"}
     columns = [{"field": "id", "type": "int64"}, {**field, "parameters": {"scale": "9"}}]
     schema = {"type": "struct", "fields": [{"field": "after", "type": "struct", "fields": columns}]}
