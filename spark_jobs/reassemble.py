@@ -19,11 +19,11 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
-import crc32c
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from airflow_cdc.core.reassembly import checksum
 from spark_jobs.json_columns import WholeJson
 from spark_jobs.ledger import DUPLICATE, PENDING, per_record, union_all
 from spark_jobs.parse import (
@@ -560,7 +560,7 @@ _MISSING = "ARRAY<STRUCT<image_no: INT, text: STRING>>"
 def _crc32c_of(texts: pa.Array) -> pa.Array:
     """CRC32C of each text's UTF-8 bytes (null for null): what no Spark expression computes."""
     return pa.array(
-        [None if t is None else crc32c.crc32c(t.encode("utf-8")) for t in texts.to_pylist()],
+        [None if t is None else checksum(t) for t in texts.to_pylist()],
         pa.int64(),
     )
 
