@@ -105,13 +105,39 @@ def cache_dir() -> Path:
 
 
 JAVA_OPTIONS = "-XX:+UseParallelGC -Xss8m"
+CLASS_ARCHIVE = "spark-classes.jsa"
+# A JVM that cannot map the archive (another JDK or class path, a host without the file)
+# says nothing of it and starts as it would without one.
+QUIET_CDS = "-Xlog:cds=off -Xlog:cds+dynamic=off"
 
 
-def delta_spark_conf(jars: Sequence[str] | None = None) -> dict[str, str]:
+def class_archive_path() -> Path:
+    """Where ``python -m spark_jobs.class_archive`` writes the class archive."""
+    return cache_dir() / CLASS_ARCHIVE
+
+
+def class_archive() -> str | None:
+    """The class archive of the jobs' JVMs (:mod:`spark_jobs.class_archive`), when the cache
+    holds one."""
+    archive = class_archive_path()
+    return str(archive) if archive.is_file() else None
+
+
+def class_archive_options(archive: str) -> str:
+    """JVM options that map the class archive ``archive`` (a JVM that cannot, runs without)."""
+    return f"-XX:SharedArchiveFile={archive} {QUIET_CDS}"
+
+
+def delta_spark_conf(
+    jars: Sequence[str] | None = None, class_archive: str | None = None
+) -> dict[str, str]:
     """Spark conf that enables Delta Lake.
 
     :param jars: Delta's jars as local files (:func:`resolved_jars`), passed to spark-submit
         as they are; without them, Ivy resolves the package into the cache at every start.
+    :param class_archive: A class archive for the driver's JVM (:func:`class_archive`): it
+        starts the job's work about 20 s sooner on two cores. Executors on other hosts
+        would not find the file, and a local master's run in the driver.
 
     The partition counts suit hourly CDC batches (thousands to millions of rows); a large
     cluster raises them through the operators' ``spark_conf``.
@@ -142,7 +168,9 @@ def delta_spark_conf(jars: Sequence[str] | None = None) -> dict[str, str]:
         # Spark reads a VARIANT recursively (to_json, schema_of_variant): a value nested as
         # deep as its JSON reader takes (999 levels) overflowed a task thread's default
         # stack, a fatal error that ends the executor, and so every retry of the batch.
-        "spark.driver.extraJavaOptions": JAVA_OPTIONS,
+        "spark.driver.extraJavaOptions": " ".join(
+            filter(None, [JAVA_OPTIONS, class_archive and class_archive_options(class_archive)])
+        ),
         "spark.executor.extraJavaOptions": JAVA_OPTIONS,
         # PySpark records the Python call site of every column expression it builds (three
         # JVM calls and a stack walk each): several seconds per job for plans of hundreds of

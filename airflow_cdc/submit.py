@@ -51,6 +51,7 @@ def job_spec(
     job_args: Sequence[str] = (),
     library: str,
     jars: Sequence[str] | None = None,
+    class_archive: str | None = None,
     spark_conf: Mapping[str, str] | None = None,
     env_vars: Mapping[str, str] | None = None,
     local_python: bool = True,
@@ -60,6 +61,8 @@ def job_spec(
     :param library: The archive of ``airflow_cdc`` and ``spark_jobs`` shipped with --py-files.
     :param jars: Delta's jars as local files (resolved once, at install); without them the
         submit resolves the package through Ivy.
+    :param class_archive: The class archive the driver's JVM maps, if any
+        (:func:`airflow_cdc.jobs.class_archive`).
     :param local_python: Run Python workers with this interpreter (local masters); a cluster
         configures ``spark.pyspark.python`` itself.
     """
@@ -67,7 +70,7 @@ def job_spec(
         raise ValueError(f"warehouse must be a path or URI, got {warehouse!r}")
     if not batch_id:
         raise ValueError(f"batch_id must be set (the data interval end), got {batch_id!r}")
-    conf = delta_spark_conf(jars)
+    conf = delta_spark_conf(jars, class_archive)
     if local_python:
         conf["spark.pyspark.python"] = sys.executable
         conf["spark.pyspark.driver.python"] = sys.executable

@@ -36,10 +36,12 @@ time.tzset()
 SHORT_LIVED_JVM = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
 os.environ.setdefault("AIRFLOW_CDC_CACHE", str(REPO / ".cache"))
 if "JAVA_TOOL_OPTIONS" not in os.environ:
-    # And each maps the Spark classes that ``make setup`` archived (cdc_demo.class_archive).
-    from cdc_demo.class_archive import use_options
+    # And each maps the Spark classes that ``make setup`` archived (spark_jobs.class_archive).
+    from airflow_cdc.jobs import class_archive, class_archive_options
 
-    os.environ["JAVA_TOOL_OPTIONS"] = " ".join(filter(None, [SHORT_LIVED_JVM, use_options()]))
+    archive = class_archive()
+    mapped = class_archive_options(archive) if archive else None
+    os.environ["JAVA_TOOL_OPTIONS"] = " ".join(filter(None, [SHORT_LIVED_JVM, mapped]))
 # Airflow reads its home at import: point it at a throwaway SQLite database for this run.
 os.environ["AIRFLOW_HOME"] = tempfile.mkdtemp(prefix="airflow-cdc-tests-")
 os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"

@@ -12,7 +12,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import fsspec
 from airflow.sdk import BaseHook, BaseOperator, BaseOperatorLink, Context
 
-from airflow_cdc.jobs import bookkeeping_location, describe_shard, ensure_jars, library_archive
+from airflow_cdc.jobs import (
+    bookkeeping_location,
+    class_archive,
+    describe_shard,
+    ensure_jars,
+    library_archive,
+)
 from airflow_cdc.lineage import operator_lineage, spark_conf_with_parent_job
 from airflow_cdc.links import SparkApplicationLink, SparkMasterLink
 from airflow_cdc.submit import SubmitSpec, check_version, job_spec
@@ -90,6 +96,7 @@ class SparkJobOperator(BaseOperator):
             job_args=self.job_args(context),
             library=str(library_archive()),
             jars=ensure_jars(),
+            class_archive=class_archive(),
             spark_conf=spark_conf_with_parent_job(
                 self.spark_conf,
                 context,

@@ -17,6 +17,8 @@ from airflow_cdc.jobs import (
     JARS_MANIFEST,
     JOBS,
     cache_dir,
+    class_archive,
+    class_archive_path,
     ensure_jars,
     installed_job_version,
     job_file,
@@ -142,6 +144,59 @@ def test_a_users_jvm_options_follow_the_jobs(monkeypatch) -> None:
     # after, so an -Xss of theirs wins.
     assert spec.conf["spark.executor.extraJavaOptions"] == f"-XX:+UseParallelGC -Xss8m {log4j}"
     assert spec.conf["spark.driver.extraJavaOptions"] == "-XX:+UseParallelGC -Xss8m"
+
+
+def test_the_driver_maps_the_class_archive(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("AIRFLOW_CDC_CACHE", str(tmp_path))
+    assert class_archive() is None  # none built: the jobs' JVMs start without one
+    class_archive_path().write_bytes(b"archive")
+    assert class_archive() == str(tmp_path / "spark-classes.jsa")
+    log4j = "-Dlog4j2.configurationFile=/etc/log4j2.xml"
+    spec = job_spec(
+        "maintain",
+        warehouse="/wh",
+        batch_id="b",
+        run_id="r",
+        stats_file="s",
+        library="l",
+        class_archive=class_archive(),
+        spark_conf={"spark.driver.extraJavaOptions": log4j},
+    )
+    assert spec.conf["spark.driver.extraJavaOptions"] == (
+        f"-XX:+UseParallelGC -Xss8m -XX:SharedArchiveFile={tmp_path}/spark-classes.jsa"
+        f" -Xlog:cds=off -Xlog:cds+dynamic=off {log4j}"
+    )
+    # Executors on other hosts would not find it (a local master's run in the driver).
+    assert spec.conf["spark.executor.extraJavaOptions"] == "-XX:+UseParallelGC -Xss8m"
+
+
+@pytest.mark.parametrize("archive", ["missing", "corrupt", "for another class path"])
+def test_a_jvm_that_cannot_map_the_archive_starts_without_a_word(tmp_path, archive) -> None:
+    """The driver's JVM starts, silent, where the archive is not there (a cluster's host) or
+    is not one it can map (another JDK or class path): the job runs as it would without."""
+    from airflow_cdc.jobs import class_archive_options
+
+    path = tmp_path / "spark-classes.jsa"
+    if archive == "corrupt":
+        path.write_bytes(b"not an archive" * 1000)
+    elif archive == "for another class path":  # Spark's jars, which `java -version` lacks
+        built = class_archive()
+        if built is None:
+            pytest.skip("no class archive: `make setup` writes one where the JDK can")
+        path = Path(built)
+    java = shutil.which("java")
+    assert java is not None
+    ran = subprocess.run(
+        [java, *class_archive_options(str(path)).split(), "-version"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={k: v for k, v in os.environ.items() if k != "JAVA_TOOL_OPTIONS"},
+    )
+    assert ran.returncode == 0
+    assert ran.stdout == ""
+    assert "version" in ran.stderr
+    assert "archive" not in ran.stderr.lower() and "cds" not in ran.stderr.lower()
 
 
 def test_a_machine_that_cannot_resolve_the_jars_leaves_it_to_spark_submit(
