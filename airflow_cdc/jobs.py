@@ -13,6 +13,8 @@ import hashlib
 import logging
 import os
 import re
+import shlex
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -106,9 +108,11 @@ def cache_dir() -> Path:
 
 JAVA_OPTIONS = "-XX:+UseParallelGC -Xss8m"
 CLASS_ARCHIVE = "spark-classes.jsa"
-# A JVM that cannot map the archive (another JDK or class path, a host without the file)
-# says nothing of it and starts as it would without one.
+# A JVM that cannot map the archive says nothing of it.
 QUIET_CDS = "-Xlog:cds=off -Xlog:cds+dynamic=off"
+# A user's own class data sharing options: theirs alone (-XX:ArchiveClassesAtExit beside a
+# dynamic archive stops the JVM).
+_OWN_CDS = ("SharedArchiveFile", "ArchiveClassesAtExit", "-Xshare")
 
 
 def class_archive_path() -> Path:
@@ -116,16 +120,62 @@ def class_archive_path() -> Path:
     return cache_dir() / CLASS_ARCHIVE
 
 
+def _built_for_path(archive: Path) -> Path:
+    return archive.with_name(f"{archive.name}.built-for")
+
+
+def java_runtime() -> str:
+    """What a class archive is bound to beyond its class path: the ``java`` that spark-submit
+    starts (``$JAVA_HOME/bin/java``, else the one on the PATH), by its real path, size and
+    modification time, and the installed pyspark."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    home = os.environ.get("JAVA_HOME")
+    found = os.path.join(home, "bin", "java") if home else shutil.which("java")
+    java = "none"
+    if found and os.path.isfile(found):
+        real = os.path.realpath(found)
+        stat = os.stat(real)
+        java = f"{real} {stat.st_size} {stat.st_mtime_ns}"
+    try:
+        pyspark = version("pyspark")
+    except PackageNotFoundError:
+        pyspark = "none"
+    return f"java {java}; pyspark {pyspark}"
+
+
+def record_class_archive(archive: Path) -> None:
+    """Record that ``archive`` was written for this machine's :func:`java_runtime`."""
+    built_for = _built_for_path(archive)
+    partial = built_for.with_name(f".{built_for.name}.{os.getpid()}")
+    partial.write_text(java_runtime() + "\n", encoding="utf-8")
+    os.replace(partial, built_for)
+
+
 def class_archive() -> str | None:
-    """The class archive of the jobs' JVMs (:mod:`spark_jobs.class_archive`), when the cache
-    holds one."""
+    """The class archive for the jobs' drivers (:mod:`spark_jobs.class_archive`), when the
+    cache holds one written for this machine's :func:`java_runtime`. A JVM given an archive it
+    cannot map (another JDK's, a missing file) starts without the JDK's own archive either, so
+    slower than with none: an archive of another runtime is not given. Nor is one whose path
+    the JVM options could not hold as one word (Spark splits them at spaces)."""
     archive = class_archive_path()
-    return str(archive) if archive.is_file() else None
+    if not archive.is_file() or shlex.quote(str(archive)) != str(archive):
+        return None
+    try:
+        built_for = _built_for_path(archive).read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        return None
+    return str(archive) if built_for == java_runtime() else None
 
 
 def class_archive_options(archive: str) -> str:
-    """JVM options that map the class archive ``archive`` (a JVM that cannot, runs without)."""
+    """JVM options that map the class archive ``archive``."""
     return f"-XX:SharedArchiveFile={archive} {QUIET_CDS}"
+
+
+def owns_class_sharing(java_options: str) -> bool:
+    """Whether JVM options set class data sharing themselves (no class archive then)."""
+    return any(option in java_options for option in _OWN_CDS)
 
 
 def delta_spark_conf(
@@ -135,8 +185,8 @@ def delta_spark_conf(
 
     :param jars: Delta's jars as local files (:func:`resolved_jars`), passed to spark-submit
         as they are; without them, Ivy resolves the package into the cache at every start.
-    :param class_archive: A class archive for the driver's JVM (:func:`class_archive`): it
-        starts the job's work about 20 s sooner on two cores. Executors on other hosts
+    :param class_archive: A class archive for the driver's JVM (:func:`class_archive`), when
+        it runs on this machine: it starts the job's work sooner. Executors on other hosts
         would not find the file, and a local master's run in the driver.
 
     The partition counts suit hourly CDC batches (thousands to millions of rows); a large

@@ -11,7 +11,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from airflow_cdc.core.exceptions import JobVersionError
-from airflow_cdc.jobs import delta_spark_conf, installed_job_version, job_file
+from airflow_cdc.jobs import (
+    delta_spark_conf,
+    installed_job_version,
+    job_file,
+    owns_class_sharing,
+)
 
 # Comma-separated conf values that a user's spark_conf extends rather than replaces.
 LISTS = ("spark.jars", "spark.jars.packages", "spark.sql.extensions")
@@ -62,7 +67,8 @@ def job_spec(
     :param jars: Delta's jars as local files (resolved once, at install); without them the
         submit resolves the package through Ivy.
     :param class_archive: The class archive the driver's JVM maps, if any
-        (:func:`airflow_cdc.jobs.class_archive`).
+        (:func:`airflow_cdc.jobs.class_archive`), unless ``spark_conf``'s driver options set
+        class data sharing themselves.
     :param local_python: Run Python workers with this interpreter (local masters); a cluster
         configures ``spark.pyspark.python`` itself.
     """
@@ -70,11 +76,13 @@ def job_spec(
         raise ValueError(f"warehouse must be a path or URI, got {warehouse!r}")
     if not batch_id:
         raise ValueError(f"batch_id must be set (the data interval end), got {batch_id!r}")
+    extra = dict(spark_conf or {})
+    if owns_class_sharing(extra.get("spark.driver.extraJavaOptions", "")):
+        class_archive = None
     conf = delta_spark_conf(jars, class_archive)
     if local_python:
         conf["spark.pyspark.python"] = sys.executable
         conf["spark.pyspark.driver.python"] = sys.executable
-    extra = dict(spark_conf or {})
     for key in LISTS:
         if conf.get(key) and extra.get(key):
             # The user's (hadoop-aws's jars, Sedona's extension) beside Delta's, not instead.

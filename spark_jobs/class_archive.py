@@ -3,13 +3,14 @@
 
 A job's JVM spends much of its start-up loading and verifying Spark's and Delta's classes. A
 dynamic CDS archive holds them parsed and verified: a JVM given it (``-XX:SharedArchiveFile``)
-maps them instead. The operators' spark-submits give it to the driver when the cache holds
-one (:func:`airflow_cdc.jobs.class_archive`): measured on two cores, the example DAG's hourly
-batch of 2,583 DSQL records took 114 s without it and 90 s with it, and a land and an apply
-of a few hundred records started cold 42 s and 34 s. The archive is bound to the JDK and to
-the class path it was written with (pyspark's jars): a JVM started otherwise (another JDK,
-an upgraded pyspark, a standalone cluster's own conf directory) cannot map it and runs as it
-would without it, silently. Build it again after such an upgrade.
+maps them instead. The operators' spark-submits give it to a driver on this machine when the
+cache holds one written for the ``java`` and pyspark installed
+(:func:`airflow_cdc.jobs.class_archive`). Measured on two cores, ``make demo``'s hourly batch
+(land, gate, apply) of 2,583 DSQL records took 104-114 s without it and 93-94 s with it; of
+2,056 Debezium messages, 100 s and 61 s. Build it again after upgrading the JDK or pyspark
+(until then the jobs start without it). A driver whose class path differs from the
+builder's (a non-empty ``SPARK_CONF_DIR`` on it, other jars) cannot map it and starts as
+it would without it, silently.
 
 The archive is written to ``$AIRFLOW_CDC_CACHE/spark-classes.jsa``. The workload that loads
 the classes (a land and an apply of a small DSQL dump written here: every operation, a
@@ -30,7 +31,7 @@ import tempfile
 from pathlib import Path
 
 from airflow_cdc.core.reassembly import checksum
-from airflow_cdc.jobs import class_archive_path
+from airflow_cdc.jobs import class_archive_path, record_class_archive
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -91,7 +92,7 @@ def sample_records() -> list[str]:
     text = json.dumps(chunked.pop("after"))
     chunked["type"] = "chunked"
     chunked["chunked"] = {
-        "after": {"chunk_id": "sample-30", "total_fragments": 2, "crc32c": checksum(text)}
+        "after": {"chunk_id": "sample-30", "total_fragments": 2, "crc32c": str(checksum(text))}
     }
     half = len(text) // 2
     records.append(chunked)
@@ -148,12 +149,12 @@ def workload(scratch: str, partial: str) -> None:
 
 
 def build(archive: Path) -> bool:
-    """Write the archive, or leave none and say why (jobs run without it, only slower to
-    start, so a JDK that cannot write one fails nothing); whether it was written."""
+    """Write the archive, or leave the cache as it was and say why (jobs run without one,
+    only slower to start); whether it was written."""
     archive.parent.mkdir(parents=True, exist_ok=True)
-    # The workload's JVM must not map the old archive: it writes a new one on top of the JDK's.
-    archive.unlink(missing_ok=True)
-    partial = archive.with_name(f".{archive.name}.partial")
+    # The JVM writes the archive under a name of this build's own, renamed into place whole:
+    # a job starting meanwhile maps the archive that was there, and two builds do not mix.
+    partial = archive.with_name(f".{archive.name}.{os.getpid()}")
     partial.unlink(missing_ok=True)
     with tempfile.TemporaryDirectory(prefix="airflow-cdc-cds-") as scratch:
         log = Path(scratch, "cds.log")
@@ -173,13 +174,14 @@ def build(archive: Path) -> bool:
         if done.returncode or not partial.is_file():
             cds = log.read_text(errors="replace")[-2000:] if log.is_file() else ""
             print(
-                f"warning: no class archive (jobs start without one):\n"
+                f"warning: no class archive written (jobs start without a new one):\n"
                 f"{done.stderr[-3000:]}\n{cds}",
                 file=sys.stderr,
             )
             partial.unlink(missing_ok=True)
             return False
-    partial.rename(archive)
+    os.replace(partial, archive)
+    record_class_archive(archive)
     print(f"class archive: {archive} ({archive.stat().st_size:,} bytes)")
     return True
 
@@ -188,4 +190,4 @@ if __name__ == "__main__":
     if len(sys.argv) == 3:
         workload(*sys.argv[1:])
     else:
-        build(class_archive_path())
+        sys.exit(0 if build(class_archive_path()) else 1)

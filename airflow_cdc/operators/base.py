@@ -81,6 +81,13 @@ class SparkJobOperator(BaseOperator):
     def job_env(self) -> dict[str, str]:
         return {}
 
+    def driver_is_here(self) -> bool:
+        """Whether the job's driver runs on this machine (client deploy mode, the default),
+        where the class archive is (a driver deployed to the cluster would not find it)."""
+        # The connection's mode is spark-submit's --deploy-mode, which wins over a conf.
+        mode = deploy_mode(self.spark_conn_id) or self.spark_conf.get("spark.submit.deployMode")
+        return mode != "cluster"
+
     def execute(self, context: Context) -> dict[str, Any]:
         version = check_version(self.job, self.job_version)
         # The job writes its counts into the warehouse, which the driver reaches wherever it
@@ -96,7 +103,7 @@ class SparkJobOperator(BaseOperator):
             job_args=self.job_args(context),
             library=str(library_archive()),
             jars=ensure_jars(),
-            class_archive=class_archive(),
+            class_archive=class_archive() if self.driver_is_here() else None,
             spark_conf=spark_conf_with_parent_job(
                 self.spark_conf,
                 context,

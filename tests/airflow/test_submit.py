@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -23,6 +24,7 @@ from airflow_cdc.jobs import (
     installed_job_version,
     job_file,
     library_archive,
+    record_class_archive,
     resolved_jars,
     resolved_state_path,
     write_jars_manifest,
@@ -109,8 +111,9 @@ def test_resolved_jars_need_every_file(tmp_path, monkeypatch) -> None:
     assert resolved_jars() is None
 
 
-def maintain_spec(spark_conf: dict[str, str]) -> SubmitSpec:
-    """The maintain job's submission with Delta's jar resolved, and ``spark_conf``."""
+def maintain_spec(spark_conf: dict[str, str], class_archive: str | None = None) -> SubmitSpec:
+    """The maintain job's submission with Delta's jar resolved, ``spark_conf`` and
+    ``class_archive``."""
     return job_spec(
         "maintain",
         warehouse="/wh",
@@ -119,6 +122,7 @@ def maintain_spec(spark_conf: dict[str, str]) -> SubmitSpec:
         stats_file="s",
         library="l",
         jars=["/cache/delta.jar"],
+        class_archive=class_archive,
         spark_conf=spark_conf,
     )
 
@@ -146,48 +150,82 @@ def test_a_users_jvm_options_follow_the_jobs(monkeypatch) -> None:
     assert spec.conf["spark.driver.extraJavaOptions"] == "-XX:+UseParallelGC -Xss8m"
 
 
-def test_the_driver_maps_the_class_archive(tmp_path, monkeypatch) -> None:
+def test_the_driver_maps_a_class_archive_written_for_this_runtime(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("AIRFLOW_CDC_CACHE", str(tmp_path))
     assert class_archive() is None  # none built: the jobs' JVMs start without one
-    class_archive_path().write_bytes(b"archive")
+    archive = class_archive_path()
+    archive.write_bytes(b"archive")
+    assert class_archive() is None  # not known to be this runtime's
+    record_class_archive(archive)
     assert class_archive() == str(tmp_path / "spark-classes.jsa")
+    # Another java (an upgraded JDK) on the PATH: its JVM could not map the archive, and
+    # would then start without the JDK's own archive too.
+    other = tmp_path / "jdk" / "bin" / "java"
+    other.parent.mkdir(parents=True)
+    other.write_text("#!/bin/sh\n")
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "jdk"))
+    assert class_archive() is None
+    record_class_archive(archive)  # built again for it
+    assert class_archive() == str(archive)
+
     log4j = "-Dlog4j2.configurationFile=/etc/log4j2.xml"
-    spec = job_spec(
-        "maintain",
-        warehouse="/wh",
-        batch_id="b",
-        run_id="r",
-        stats_file="s",
-        library="l",
-        class_archive=class_archive(),
-        spark_conf={"spark.driver.extraJavaOptions": log4j},
-    )
+    spec = maintain_spec({"spark.driver.extraJavaOptions": log4j}, class_archive())
     assert spec.conf["spark.driver.extraJavaOptions"] == (
-        f"-XX:+UseParallelGC -Xss8m -XX:SharedArchiveFile={tmp_path}/spark-classes.jsa"
+        f"-XX:+UseParallelGC -Xss8m -XX:SharedArchiveFile={archive}"
         f" -Xlog:cds=off -Xlog:cds+dynamic=off {log4j}"
     )
     # Executors on other hosts would not find it (a local master's run in the driver).
     assert spec.conf["spark.executor.extraJavaOptions"] == "-XX:+UseParallelGC -Xss8m"
+    # A user's own class sharing options are theirs alone.
+    for own in ("-Xshare:off", "-XX:ArchiveClassesAtExit=/tmp/mine.jsa"):
+        spec = maintain_spec({"spark.driver.extraJavaOptions": own}, class_archive())
+        assert spec.conf["spark.driver.extraJavaOptions"] == f"-XX:+UseParallelGC -Xss8m {own}"
 
 
-@pytest.mark.parametrize("archive", ["missing", "corrupt", "for another class path"])
-def test_a_jvm_that_cannot_map_the_archive_starts_without_a_word(tmp_path, archive) -> None:
-    """The driver's JVM starts, silent, where the archive is not there (a cluster's host) or
-    is not one it can map (another JDK or class path): the job runs as it would without."""
+def test_no_class_archive_at_a_path_the_jvm_options_would_split(tmp_path, monkeypatch) -> None:
+    cache = tmp_path / "a cache"
+    cache.mkdir()
+    monkeypatch.setenv("AIRFLOW_CDC_CACHE", str(cache))
+    class_archive_path().write_bytes(b"archive")
+    record_class_archive(class_archive_path())
+    assert class_archive() is None
+
+
+def test_a_driver_on_another_host_gets_no_class_archive(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_HERE", json.dumps({"conn_type": "spark"}))
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_SPARK_AWAY",
+        json.dumps({"conn_type": "spark", "extra": {"deploy-mode": "cluster"}}),
+    )
+    from airflow_cdc.operators.maintain import CdcMaintenanceOperator
+
+    def operator(conn_id: str, conf: dict[str, str] | None = None) -> CdcMaintenanceOperator:
+        return CdcMaintenanceOperator(
+            task_id="m",
+            warehouse="/wh",
+            source="s",
+            ddl="CREATE TABLE t (id int PRIMARY KEY)",
+            spark_conn_id=conn_id,
+            spark_conf=conf,
+        )
+
+    assert operator("spark_here").driver_is_here()
+    assert not operator("spark_away").driver_is_here()
+    assert not operator("spark_here", {"spark.submit.deployMode": "cluster"}).driver_is_here()
+
+
+def test_a_jvm_that_cannot_map_the_archive_starts_without_a_word(tmp_path) -> None:
+    """A driver whose class path differs from the builder's (Spark's jars, which `java
+    -version` lacks) starts, silent, with the JDK's own archive: as it would without ours."""
     from airflow_cdc.jobs import class_archive_options
 
-    path = tmp_path / "spark-classes.jsa"
-    if archive == "corrupt":
-        path.write_bytes(b"not an archive" * 1000)
-    elif archive == "for another class path":  # Spark's jars, which `java -version` lacks
-        built = class_archive()
-        if built is None:
-            pytest.skip("no class archive: `make setup` writes one where the JDK can")
-        path = Path(built)
+    built = class_archive()
+    if built is None:
+        pytest.skip("no class archive: `make setup` writes one where the JDK can")
     java = shutil.which("java")
     assert java is not None
     ran = subprocess.run(
-        [java, *class_archive_options(str(path)).split(), "-version"],
+        [java, *class_archive_options(built).split(), "-version"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -195,8 +233,8 @@ def test_a_jvm_that_cannot_map_the_archive_starts_without_a_word(tmp_path, archi
     )
     assert ran.returncode == 0
     assert ran.stdout == ""
-    assert "version" in ran.stderr
     assert "archive" not in ran.stderr.lower() and "cds" not in ran.stderr.lower()
+    assert "sharing" in ran.stderr  # the JDK's own archive, mapped
 
 
 def test_a_machine_that_cannot_resolve_the_jars_leaves_it_to_spark_submit(
