@@ -146,10 +146,7 @@ def java_runtime() -> str:
 
 def record_class_archive(archive: Path) -> None:
     """Record that ``archive`` was written for this machine's :func:`java_runtime`."""
-    built_for = _built_for_path(archive)
-    partial = built_for.with_name(f".{built_for.name}.{os.getpid()}")
-    partial.write_text(java_runtime() + "\n", encoding="utf-8")
-    os.replace(partial, built_for)
+    write_whole(_built_for_path(archive), java_runtime() + "\n")
 
 
 def class_archive() -> str | None:
@@ -218,8 +215,10 @@ def delta_spark_conf(
         # Spark reads a VARIANT recursively (to_json, schema_of_variant): a value nested as
         # deep as its JSON reader takes (999 levels) overflowed a task thread's default
         # stack, a fatal error that ends the executor, and so every retry of the batch.
-        "spark.driver.extraJavaOptions": " ".join(
-            filter(None, [JAVA_OPTIONS, class_archive and class_archive_options(class_archive)])
+        "spark.driver.extraJavaOptions": (
+            JAVA_OPTIONS
+            if class_archive is None
+            else f"{JAVA_OPTIONS} {class_archive_options(class_archive)}"
         ),
         "spark.executor.extraJavaOptions": JAVA_OPTIONS,
         # PySpark records the Python call site of every column expression it builds (three
@@ -255,15 +254,25 @@ def resolved_jars() -> list[str] | None:
     return None
 
 
+def partial_of(path: Path) -> Path:
+    """A name of this process's own beside ``path``, to write a file under and rename into
+    place whole: a reader never sees half of it, and two writers do not mix."""
+    return path.with_name(f".{path.name}.{os.getpid()}")
+
+
+def write_whole(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically (:func:`partial_of`)."""
+    partial = partial_of(path)
+    partial.write_text(text, encoding="utf-8")
+    os.replace(partial, path)
+
+
 def write_jars_manifest(jars: Sequence[str]) -> Path:
     """Record ``jars`` (local paths) as the resolved jars of :data:`DELTA_PACKAGE`,
     atomically."""
     manifest = cache_dir() / JARS_MANIFEST
     manifest.parent.mkdir(parents=True, exist_ok=True)
-    partial = manifest.with_name(f".{manifest.name}.{os.getpid()}")
-    text = "".join(f"{line}\n" for line in (_MANIFEST_HEADER, *jars))
-    partial.write_text(text, encoding="utf-8")
-    os.replace(partial, manifest)
+    write_whole(manifest, "".join(f"{line}\n" for line in (_MANIFEST_HEADER, *jars)))
     return manifest
 
 
@@ -351,7 +360,7 @@ def library_archive() -> Path:
     )
     if not target.exists():
         target.parent.mkdir(parents=True, exist_ok=True)
-        partial = target.with_suffix(f".{os.getpid()}.tmp")
+        partial = partial_of(target)
         with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as archive:
             for path in files:
                 archive.write(path, str(path.relative_to(_REPO_ROOT)))

@@ -31,7 +31,7 @@ import tempfile
 from pathlib import Path
 
 from airflow_cdc.core.reassembly import checksum
-from airflow_cdc.jobs import class_archive_path, record_class_archive
+from airflow_cdc.jobs import class_archive_path, partial_of, record_class_archive
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -154,7 +154,7 @@ def build(archive: Path) -> bool:
     archive.parent.mkdir(parents=True, exist_ok=True)
     # The JVM writes the archive under a name of this build's own, renamed into place whole:
     # a job starting meanwhile maps the archive that was there, and two builds do not mix.
-    partial = archive.with_name(f".{archive.name}.{os.getpid()}")
+    partial = partial_of(archive)
     partial.unlink(missing_ok=True)
     with tempfile.TemporaryDirectory(prefix="airflow-cdc-cds-") as scratch:
         log = Path(scratch, "cds.log")
