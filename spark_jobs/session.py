@@ -14,6 +14,7 @@ from urllib.parse import unquote, urlparse
 from pyspark.sql import SparkSession
 
 from airflow_cdc.jobs import delta_spark_conf, resolved_jars, write_jars_manifest
+from spark_jobs.lookups import remember_lookups
 
 COMMIT_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
 
@@ -32,6 +33,7 @@ def get_session(
     ``master`` defaults to ``local[*]``. Delta's jars come from the cache's resolved files, or
     through Ivy when they are not there yet (or ``resolve``).
     """
+    remember_lookups()
     active = SparkSession.getActiveSession()
     if active is not None:
         return with_reading_rules(active)
