@@ -121,6 +121,7 @@ class _Json:
         self.prefix = prefix
         self.levels: tuple[dict[str, Column], ...] = tuple({} for _ in range(LEVELS))
         self._read: dict[str, Column] = {}
+        self._of: dict[tuple[str, ...], Column] = {}
 
     # Each level-1 part is staged when a decoder first refers to it: the fast forms
     # (:func:`decode_fast`) stage only the few they read.
@@ -165,15 +166,18 @@ class _Json:
         return F.col(column)
 
     def of(self, *kinds: str) -> Column:
-        return F.coalesce(self.kind.isin(*kinds), F.lit(False))
+        # Built once per set of kinds: each decoder asks again, and a column is immutable.
+        if kinds not in self._of:
+            self._of[kinds] = F.coalesce(self.kind.isin(*kinds), F.lit(False))
+        return self._of[kinds]
 
-    @property
+    @functools.cached_property
     def is_integer(self) -> Column:
         return self.of(*_INT_KINDS) | F.coalesce(
             self.kind.rlike(r"^DECIMAL\(\d+,0\)$"), F.lit(False)
         )
 
-    @property
+    @functools.cached_property
     def is_number(self) -> Column:
         return self.of(*_INT_KINDS, "DOUBLE", "FLOAT") | F.coalesce(
             self.kind.startswith("DECIMAL"), F.lit(False)
