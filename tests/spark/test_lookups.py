@@ -1,7 +1,13 @@
-"""The jobs' sessions resolve a JVM class and its static methods once (spark_jobs.lookups)."""
+"""The jobs' sessions resolve a JVM class and its static methods once (spark_jobs.lookups).
+
+The counts hold for the sessions' own setup: PySpark's pinned threads (each Python thread
+its own ``ClientServerConnection``) and no call-site recording
+(``spark.python.sql.dataFrameDebugging.enabled``, off in the jobs' conf and the suite's).
+"""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,14 +21,17 @@ pytestmark = pytest.mark.spark
 
 
 class RoundTrips:
-    """Commands this thread sends to the JVM while counting."""
+    """Commands this thread sends to the JVM while counting: not py4j's finalizer thread's
+    (it frees the JVM's side of dropped objects whenever it wakes), nor any other's."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.commands: list[str] = []
+        mine = threading.get_ident()
         send = ClientServerConnection.send_command
 
         def counted(connection: Any, command: str) -> Any:
-            self.commands.append(command)
+            if threading.get_ident() == mine:
+                self.commands.append(command)
             return send(connection, command)
 
         monkeypatch.setattr(ClientServerConnection, "send_command", counted)
@@ -61,6 +70,7 @@ def test_a_static_field_is_read_each_time(spark: Any, trips: RoundTrips) -> None
 
 def test_a_package_is_not_kept(spark: Any) -> None:
     jvm = spark.sparkContext._jvm
+    F.lit(1)  # PySpark's functions, through a class this view keeps
     getattr(jvm, "no.such.package")
     # A package (or a class not loaded yet: py4j answers "package") may become a class.
     assert "no.such.package" not in vars(jvm)
