@@ -20,6 +20,7 @@ names come from the imports it adds as the gateway starts).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 # Set on py4j's module once its lookups remember their answers.
@@ -29,27 +30,26 @@ _INSTALLED = "_airflow_cdc_remembers_lookups"
 def remember_lookups() -> None:
     """Make ``JVMView`` (``sc._jvm.<Class>``) and ``JavaClass`` (``<Class>.<method>``)
     lookups keep the class or method they find. Idempotent, process-wide."""
-    from py4j import java_gateway
+    from py4j import java_gateway as gateway
 
-    if getattr(java_gateway, _INSTALLED, False):
+    if getattr(gateway, _INSTALLED, False):
         return
-    view_lookup = java_gateway.JVMView.__getattr__
-    class_lookup = java_gateway.JavaClass.__getattr__
-    lasting = (java_gateway.JavaClass, java_gateway.JavaMember)
+    gateway.JVMView.__getattr__ = _keeping(gateway.JVMView.__getattr__, gateway.JavaClass)
+    gateway.JavaClass.__getattr__ = _keeping(
+        gateway.JavaClass.__getattr__, (gateway.JavaClass, gateway.JavaMember)
+    )
+    setattr(gateway, _INSTALLED, True)
 
-    def view_getattr(view: Any, name: str) -> Any:
-        found = view_lookup(view, name)
-        if isinstance(found, java_gateway.JavaClass):
-            # Python looks in the instance first: the next lookup never reaches __getattr__.
-            view.__dict__[name] = found
+
+def _keeping(lookup: Callable[[Any, str], Any], kept: type | tuple[type, ...]) -> Any:
+    """``lookup`` (a ``__getattr__``), storing an answer of the ``kept`` types in the asking
+    object's ``__dict__``: Python looks there first, so the name's next lookup is a plain
+    attribute read that never reaches ``__getattr__``. A private name is never stored."""
+
+    def remembering(owner: Any, name: str) -> Any:
+        found = lookup(owner, name)
+        if isinstance(found, kept) and not name.startswith("_"):
+            owner.__dict__[name] = found
         return found
 
-    def class_getattr(java_class: Any, name: str) -> Any:
-        found = class_lookup(java_class, name)
-        if isinstance(found, lasting) and not name.startswith("_"):
-            java_class.__dict__[name] = found
-        return found
-
-    java_gateway.JVMView.__getattr__ = view_getattr
-    java_gateway.JavaClass.__getattr__ = class_getattr
-    setattr(java_gateway, _INSTALLED, True)
+    return remembering
