@@ -206,6 +206,11 @@ def delta_spark_conf(
         # VACUUM lists a table's files in this many tasks (Spark's default, 10,000, costs
         # about a minute of task start-up per table on two cores).
         "spark.sql.sources.parallelPartitionDiscovery.parallelism": "16",
+        # Spark keeps this many compiled classes of generated code (its default, 100, holds
+        # less than one job: an apply of 200,000 DSQL records compiles 506 distinct classes,
+        # and a session running it again compiled 580 of them anew, the JIT compiling each
+        # again after). A session that runs the jobs in one process reuses them.
+        "spark.sql.codegen.cache.maxEntries": "1000",
         # On a local master the executors run in the driver: with Spark's default 1g heap the
         # batch's materialized stages spill to disk (about a third of apply_changes' time at
         # 200k records). A cluster sets its own through ``spark_conf``.

@@ -14,6 +14,7 @@ reports for the last run:
   Spark job (building columns and frames: thousands per table) are also summed together;
 * the Spark stages, longest first, each named by the ``spark_jobs`` lines that ran it, with
   its tasks and task time: how busy the cores were, and where the work is;
+* the classes of generated code Spark compiled (none for a plan in its cache of them);
 * the JVM's CPU time by thread group (Linux: ``/proc``): the tasks, the driver's threads that
   answer Python (analysis, planning, Delta's log), the JIT compiler, the garbage collector.
   The JIT's share is the cost of code the JVM has not compiled yet: Spark's generated
@@ -152,6 +153,27 @@ class ThreadCpu:
                 print(f"{seconds:>8.2f}  {name}")
 
 
+class Compiles:
+    """The classes of generated code Spark compiled between :meth:`start` and :meth:`report`
+    (its codegen metrics, ``CodegenMetrics``), with their mean compile time: a plan found
+    in Spark's cache of compiled classes (``spark.sql.codegen.cache.maxEntries``) compiles
+    none, nor does the JIT compile it again."""
+
+    def __init__(self, jvm: Any) -> None:
+        self.histogram = (
+            jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME()
+        )
+        self.before = 0
+
+    def start(self) -> None:
+        self.before = self.histogram.getCount()
+
+    def report(self) -> None:
+        compiled = self.histogram.getCount() - self.before
+        mean = self.histogram.getSnapshot().getMean()
+        print(f"\ngenerated classes compiled: {compiled:,} (Janino, {mean:.0f} ms each on average)")
+
+
 def _caller() -> str:
     frame = sys._getframe(2)
     lines: list[str] = []
@@ -270,6 +292,7 @@ def main() -> int:
     jvm = spark.sparkContext._jvm
     assert jvm is not None
     cpu = ThreadCpu(jvm.java.lang.ProcessHandle.current().pid())
+    compiles = Compiles(jvm)
     for rep in range(1, args.reps + 1):
         common = ["--warehouse", str(work / f"warehouse-{rep}"), "--batch-id", "profile"]
         common += ["--source", "profile"]
@@ -281,6 +304,7 @@ def main() -> int:
             first, started = last_job(spark), time.perf_counter()
             calls.reset()
             cpu.start()
+            compiles.start()
             job(stage_args)
             timings[stage] = time.perf_counter() - started
             if rep == args.reps:
@@ -289,6 +313,7 @@ def main() -> int:
                 report_stages(spark, first, timings[stage], args.top)
                 calls.report(args.top)
                 cpu.report(args.top)
+                compiles.report()
         print(f"run {rep}: " + ", ".join(f"{k} {v:.1f} s" for k, v in timings.items()))
     spark.stop()
     shutil.rmtree(work, ignore_errors=True)

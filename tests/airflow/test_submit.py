@@ -71,6 +71,7 @@ def test_apply_job_spec_exactly(monkeypatch: pytest.MonkeyPatch) -> None:
             "spark.sql.shuffle.partitions": "16",
             "spark.databricks.delta.snapshotPartitions": "4",
             "spark.sql.sources.parallelPartitionDiscovery.parallelism": "16",
+            "spark.sql.codegen.cache.maxEntries": "1000",
             "spark.driver.memory": "4g",
             "spark.driver.extraJavaOptions": "-XX:+UseParallelGC -Xss8m",
             "spark.executor.extraJavaOptions": "-XX:+UseParallelGC -Xss8m",
