@@ -263,7 +263,8 @@ def apply_tables(
     def apply_one(declared: TableSpec) -> tuple[str, dict[str, Any]]:
         mine = changes.where(resolve.belongs(declared, only_table, names_schemas))
         path = ctx.warehouse.target(declared.table)
-        types = resolve.record_types(mine, limits.columns)
+        # A scan of the table's changes that finds nothing where the format names no types.
+        types = resolve.record_types(mine, limits.columns) if parse.names_types(fmt) else []
         spec = resolve.effective_spec(
             ctx.spark, path, declared, types, limits.added_columns, limits.column_mapping
         )

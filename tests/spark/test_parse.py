@@ -21,7 +21,7 @@ from airflow_cdc.core.exceptions import RecordFormatError
 from airflow_cdc.core.formats import parser_for
 from airflow_cdc.core.formats.common import RecordLimits
 from cdc_demo.dsql_stream import generate
-from spark_jobs.parse import parse_records
+from spark_jobs.parse import names_types, parse_records
 from tests.core.test_dsql_format import CHUNKED, DELETE_RECORD, INSERT
 
 pytestmark = pytest.mark.spark
@@ -213,6 +213,27 @@ def test_jvm_parser_agrees_with_the_core_on_every_record(spark: Any) -> None:
     assert mismatches == []
     kinds = {view["rtype"] for view in got}
     assert kinds == {"change", "chunked", "fragment", "error"}
+
+
+def test_a_dsql_record_names_no_column_types(spark: Any) -> None:
+    """apply_changes reads the column types records name (``types_json``) only for formats
+    whose records can name them: the core's DSQL rules never do, nor does the JVM parse."""
+    stream = generate(120, seed=5, chunk_threshold=800, fragment_bytes=300)
+    texts = [INSERT, DELETE_RECORD, CHUNKED, *hostile(), *stream.deliveries]
+    changes = []
+    for text in texts:
+        try:
+            record = parser_for("dsql")(Message(text))
+        except RecordFormatError:
+            continue
+        if isinstance(record, ChangeRecord):
+            changes.append(record)
+    assert len(changes) > 100
+    assert [r for r in changes if r.types is not None] == []
+    parsed = parsed_frame(spark, [t.encode("utf-8") for t in texts])
+    assert parsed.where("types_json IS NOT NULL").count() == 0
+    assert not names_types("dsql")
+    assert names_types("debezium")
 
 
 @pytest.mark.parametrize(
