@@ -208,8 +208,9 @@ def delta_spark_conf(
         "spark.sql.sources.parallelPartitionDiscovery.parallelism": "16",
         # Spark keeps this many compiled classes of generated code (its default, 100, holds
         # less than one job: an apply of 200,000 DSQL records compiles 506 distinct classes,
-        # and a session running it again compiled 580 of them anew, the JIT compiling each
-        # again after). A session that runs the jobs in one process reuses them.
+        # and running it again in the same JVM made 580 compilations, each one compiled by
+        # the JIT again after). A JVM that runs the jobs again reuses them. Spark reads the
+        # setting once per JVM, the first time it generates code.
         "spark.sql.codegen.cache.maxEntries": "1000",
         # On a local master the executors run in the driver: with Spark's default 1g heap the
         # batch's materialized stages spill to disk (about a third of apply_changes' time at

@@ -155,9 +155,10 @@ class ThreadCpu:
 
 class Compiles:
     """The classes of generated code Spark compiled between :meth:`start` and :meth:`report`
-    (its codegen metrics, ``CodegenMetrics``), with their mean compile time: a plan found
-    in Spark's cache of compiled classes (``spark.sql.codegen.cache.maxEntries``) compiles
-    none, nor does the JIT compile it again."""
+    (its codegen metrics, ``CodegenMetrics``): a plan found in Spark's cache of compiled
+    classes (``spark.sql.codegen.cache.maxEntries``) compiles none, nor does the JIT compile
+    it again. The mean compile time is the JVM's recent one (the metric's samples decay),
+    not the job's alone."""
 
     def __init__(self, jvm: Any) -> None:
         self.histogram = (
@@ -171,7 +172,7 @@ class Compiles:
     def report(self) -> None:
         compiled = self.histogram.getCount() - self.before
         mean = self.histogram.getSnapshot().getMean()
-        print(f"\ngenerated classes compiled: {compiled:,} (Janino, {mean:.0f} ms each on average)")
+        print(f"\ngenerated classes compiled: {compiled:,} (recent mean in this JVM {mean:.0f} ms)")
 
 
 def _caller() -> str:

@@ -29,7 +29,7 @@ from airflow_cdc.core.columns import MAX_ADDED_COLUMNS, MAX_COLUMNS_PER_RECORD
 from airflow_cdc.core.ddl import TableSpec, history_tables, parse_tables
 from airflow_cdc.core.events import TableRef
 from airflow_cdc.core.exceptions import CdcError
-from airflow_cdc.core.formats import EMBEDDED_JSON
+from airflow_cdc.core.formats import EMBEDDED_JSON, UNTYPED
 from airflow_cdc.core.formats.common import (
     FRAGMENTS_CEILING,
     MAX_FRAGMENTS,
@@ -263,8 +263,9 @@ def apply_tables(
     def apply_one(declared: TableSpec) -> tuple[str, dict[str, Any]]:
         mine = changes.where(resolve.belongs(declared, only_table, names_schemas))
         path = ctx.warehouse.target(declared.table)
-        # A scan of the table's changes that finds nothing where the format names no types.
-        types = resolve.record_types(mine, limits.columns) if parse.names_types(fmt) else []
+        # A scan of the table's changes, which finds nothing in a format that names no types
+        # (held changes too: a source keeps its format).
+        types = [] if fmt in UNTYPED else resolve.record_types(mine, limits.columns)
         spec = resolve.effective_spec(
             ctx.spark, path, declared, types, limits.added_columns, limits.column_mapping
         )

@@ -121,19 +121,9 @@ def parse_records(raw: DataFrame, fmt: str, record_limits: RecordLimits | None =
     parser_for(fmt)  # an unknown format fails here, naming the known ones
     record_limits = record_limits or RecordLimits()
     records = raw.select(*RAW_COLUMNS)
-    if fmt in JVM_FORMATS:
+    if fmt == "dsql":
         return parse_dsql(records, record_limits.fragments)
     return parse_with_core(records, fmt, record_limits)
-
-
-# The formats parsed here in the JVM (the others run their core parser).
-JVM_FORMATS = ("dsql",)
-
-
-def names_types(fmt: str) -> bool:
-    """Whether a record of ``fmt`` can name its columns' types (``types_json``, Debezium's
-    Connect schema): a record the core parses can; a DSQL record, parsed here, never does."""
-    return fmt not in JVM_FORMATS
 
 
 # --- Aurora DSQL, in the JVM -------------------------------------------------------------

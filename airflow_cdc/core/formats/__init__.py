@@ -39,6 +39,10 @@ IN_BAND_RESOLVED = frozenset({"ydb", "cockroachdb", "cdl"})
 # Connect's Json) carry JSON text in a string: CockroachDB's changefeeds write a JSONB datum
 # as its JSON value, and YDB's (JSON and Debezium-compatible) do so for a Json column.
 EMBEDDED_JSON = frozenset({"ydb", "ydb-debezium", "cockroachdb"})
+# Formats whose records never name their columns' types (``ChangeRecord.types``, Debezium's
+# Connect schema): apply_changes does not look for such types in their changes. A format not
+# listed is looked at, whether or not its records name any.
+UNTYPED = frozenset({"dsql"})
 
 
 # What a record's content can make Python raise while it is parsed.
