@@ -29,7 +29,7 @@ from airflow_cdc.core.columns import MAX_ADDED_COLUMNS, MAX_COLUMNS_PER_RECORD
 from airflow_cdc.core.ddl import TableSpec, history_tables, parse_tables
 from airflow_cdc.core.events import TableRef
 from airflow_cdc.core.exceptions import CdcError
-from airflow_cdc.core.formats import EMBEDDED_JSON, UNTYPED
+from airflow_cdc.core.formats import EMBEDDED_JSON, NAMES_SCHEMAS, UNTYPED
 from airflow_cdc.core.formats.common import (
     FRAGMENTS_CEILING,
     MAX_FRAGMENTS,
@@ -71,8 +71,6 @@ from spark_jobs.warehouse import RECORD, JobContext
 
 log = logging.getLogger("airflow_cdc.jobs")
 JOB_NAME = "apply_changes"
-# Formats whose every change names its schema: an empty schema names no declared table.
-NAMES_SCHEMAS = ("dsql",)
 JOB_VERSION = "2.8.4"
 
 
@@ -259,13 +257,13 @@ def apply_tables(
     their history table (:mod:`spark_jobs.history`), a late one only where it is applied."""
     only_table = len(specs) == 1
     names_schemas = fmt in NAMES_SCHEMAS
+    # Its changes name no column types (held changes neither: a source keeps its format).
+    untyped = fmt in UNTYPED
 
     def apply_one(declared: TableSpec) -> tuple[str, dict[str, Any]]:
         mine = changes.where(resolve.belongs(declared, only_table, names_schemas))
         path = ctx.warehouse.target(declared.table)
-        # A scan of the table's changes, which finds nothing in a format that names no types
-        # (held changes too: a source keeps its format).
-        types = [] if fmt in UNTYPED else resolve.record_types(mine, limits.columns)
+        types = [] if untyped else resolve.record_types(mine, limits.columns)
         spec = resolve.effective_spec(
             ctx.spark, path, declared, types, limits.added_columns, limits.column_mapping
         )

@@ -43,6 +43,9 @@ EMBEDDED_JSON = frozenset({"ydb", "ydb-debezium", "cockroachdb"})
 # Connect schema): apply_changes does not look for such types in their changes. A format not
 # listed is looked at, whether or not its records name any.
 UNTYPED = frozenset({"dsql"})
+# Formats whose every change names its schema (DSQL's ``source.schema``): an empty schema
+# names no declared table.
+NAMES_SCHEMAS = frozenset({"dsql"})
 
 
 # What a record's content can make Python raise while it is parsed.
