@@ -1,0 +1,49 @@
+"""A warehouse written by jobs 1.x: apply_changes stops before any work, naming the
+migration step, whichever of the 1.x layout's marks the warehouse has; a 2.x warehouse's own
+raw table passes the check."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cdc_demo.dsql_stream import generate, write_ndjson
+from spark_jobs.apply_changes import WarehouseLayoutError
+from tests.spark.pipeline import land_dump, process
+
+pytestmark = pytest.mark.spark
+
+
+def raw_table(spark: Any, path: str, partitions: list[str]) -> None:
+    frame = spark.createDataFrame(
+        [("r1", "dump", "b1", "record")],
+        "record_id string, source string, batch_id string, kind string",
+    )
+    frame.write.format("delta").partitionBy(*partitions).save(path)
+
+
+@pytest.mark.parametrize(
+    "mark",
+    ["raw partitioned by batch_id", "_cdc/changes", "_cdc/staged", "_cdc/fragments"],
+)
+def test_a_1x_warehouse_is_refused_with_the_migration_step(
+    spark: Any, warehouse: str, mark: str
+) -> None:
+    if mark.startswith("raw"):
+        raw_table(spark, f"{warehouse}/_cdc/raw", ["batch_id"])
+    else:
+        raw_table(spark, f"{warehouse}/_cdc/raw", ["source", "batch_id"])
+        spark.range(1).write.format("delta").save(f"{warehouse}/{mark}")
+    with pytest.raises(WarehouseLayoutError, match="Migration step: point the DAG at a new"):
+        process(warehouse, "b1")
+    # Nothing was written: the ledger has no table.
+    assert not Path(warehouse, "_cdc", "ledger").exists()
+
+
+def test_the_2x_layout_passes_the_check(spark: Any, warehouse: str, tmp_path: Path) -> None:
+    write_ndjson(generate(40, seed=3).deliveries, str(tmp_path / "dump"), files=1)
+    land_dump(warehouse, str(tmp_path / "dump"), "b1")
+    stats = process(warehouse, "b1")["apply"]
+    assert stats["accounting"]["landed"] > 0 and stats["accounting"]["unprocessed"] == 0
