@@ -17,7 +17,6 @@ session's catalog (:mod:`spark_jobs.catalog`), which a re-run repeats.
 from __future__ import annotations
 
 import datetime as dt
-import itertools
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -60,13 +59,13 @@ from spark_jobs.arguments import (
     positive_count,
     source_name,
 )
+from spark_jobs.delta_tables import partition_columns, table_exists
 from spark_jobs.faults import fault_point
 from spark_jobs.files import read_text
 from spark_jobs.frames import checkpoint_counting, in_parallel
 from spark_jobs.ledger import CONTROL, QUARANTINED, Outcomes, per_record, union_all
 from spark_jobs.parse import RTYPES, parse_records
 from spark_jobs.runs import start, write_stats
-from spark_jobs.schemas import quoted
 from spark_jobs.session import fit_codegen
 from spark_jobs.times import from_micros
 from spark_jobs.warehouse import RECORD, JobContext
@@ -101,7 +100,7 @@ def check_layout(ctx: JobContext) -> None:
         )
         if _exists(ctx, p)
     ]
-    raw_partitions = partition_columns(ctx, wh.raw)
+    raw_partitions = partition_columns(ctx.spark, wh.raw)
     if old or (raw_partitions and raw_partitions != ["source", "batch_id"]):
         found = ", ".join(old) or "a raw table partitioned by batch_id"
         raise WarehouseLayoutError(
@@ -112,21 +111,8 @@ def check_layout(ctx: JobContext) -> None:
         )
 
 
-def partition_columns(ctx: JobContext, path: str) -> list[str]:
-    """The Delta table's partition columns (none when there is no table), from its metadata:
-    ``DeltaTable.detail()`` would also list all its files, a job over the whole table."""
-    if not DeltaTable.isDeltaTable(ctx.spark, path):
-        return []
-    rows = ctx.spark.sql(f"DESCRIBE TABLE delta.{quoted(path)}").collect()
-    names = [r["col_name"] for r in rows]
-    if "# Partition Information" not in names:
-        return []
-    listed = names[names.index("# Partition Information") + 2 :]
-    return list(itertools.takewhile(lambda n: n and not n.startswith("#"), listed))
-
-
 def _exists(ctx: JobContext, path: str) -> bool:
-    return read_text(ctx, path) is not None or DeltaTable.isDeltaTable(ctx.spark, path)
+    return read_text(ctx, path) is not None or table_exists(ctx.spark, path)
 
 
 def batch_records(ctx: JobContext, source: str) -> DataFrame:

@@ -1,8 +1,9 @@
 """Delta tables' commits: the conflicts a concurrent writer causes, retrying them, and the
-versions a run committed."""
+versions a run committed; a table's partition columns."""
 
 from __future__ import annotations
 
+import itertools
 import logging
 import random
 import time
@@ -22,6 +23,7 @@ from delta.exceptions import (
 from delta.tables import DeltaTable
 from pyspark.sql import Row, SparkSession
 
+from spark_jobs.schemas import quoted
 from spark_jobs.session import COMMIT_METADATA_CONF
 
 log = logging.getLogger("airflow_cdc.jobs")
@@ -71,6 +73,23 @@ def retry_on_conflict(step: Callable[[], T], what: str, attempts: int = CONFLICT
 
 def table_exists(spark: SparkSession, path: str) -> bool:
     return DeltaTable.isDeltaTable(spark, path)
+
+
+# Where DESCRIBE TABLE starts listing a partitioned table's partition columns.
+PARTITION_HEADER = "# Partition Information"
+
+
+def partition_columns(spark: SparkSession, path: str) -> list[str]:
+    """The table's partition columns (none when there is no table), from its metadata:
+    ``DeltaTable.detail()`` would also size every file, a job over the whole table."""
+    if not table_exists(spark, path):
+        return []
+    names = [r["col_name"] for r in spark.sql(f"DESCRIBE TABLE delta.{quoted(path)}").collect()]
+    if PARTITION_HEADER not in names:
+        return []
+    # The header's row, then one "# col_name" row, then the columns up to the next section.
+    listed = names[names.index(PARTITION_HEADER) + 2 :]
+    return list(itertools.takewhile(lambda n: n and not n.startswith("#"), listed))
 
 
 def table_version(spark: SparkSession, path: str) -> int | None:

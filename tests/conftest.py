@@ -76,13 +76,12 @@ def spark() -> Iterator[Any]:
     from spark_jobs.session import get_session
 
     # This one runs the whole suite: its command line turns the optimizing tier back on, with
-    # less inlining. Its queries are many and small, and the JIT never stops compiling them:
-    # at seven minutes into a run, 45% of a worker's JVM CPU was the compiler threads', 13%
-    # the tasks'. Four modules (test_history, test_cuts, test_typed_streams,
-    # test_pipeline_files) under two workers took 568-577 s with the JVM's default inlining,
-    # 529 s with this (JDK 17 inlines up to 2,500 bytes of compiled code, 15 levels deep;
-    # 982-991 against 1,081-1,094 CPU-seconds), 583 s with the optimizing
-    # tier off, 528 s inlining less still.
+    # less inlining than JDK 17's 2,500 bytes and 15 levels. Its queries are many and small,
+    # and the JIT never stops compiling them: seven minutes into a run, the compiler threads
+    # had 45% of a worker's JVM CPU, the tasks 13%. Four modules (test_history, test_cuts,
+    # test_typed_streams, test_pipeline_files) under two workers: 568-577 s (1,081-1,094
+    # CPU-seconds) with the defaults, 529 s (991) with this, 528 s inlining less still,
+    # 583 s with the optimizing tier off.
     jvm = {"spark.driver.extraJavaOptions": f"{JAVA_OPTIONS} {SUITE_JIT}"}
     session = get_session(
         "airflow-cdc-tests", master="local[2]", conf={**SUITE_SESSION_CONF, **jvm}
