@@ -55,16 +55,9 @@ os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 
 
 # The shared session's own settings, for speed alone (what the jobs compute does not depend
-# on them). Its tables hold a few files each: Delta's snapshot state in one partition, not
-# the jobs' 4, spares tasks in each snapshot and file listing (an apply makes a dozen or
-# more). It has no UI: each query's plan described in the simple form, not the formatted one
-# (which walks the plan again for every operator's details). Measured on 2 cores, warm, one
-# land + apply of 2,102 DSQL records, the two settings alternated with the jobs' own six
-# times: 19.0 s against 21.2 s (median), faster in each of the six pairs.
-SUITE_SESSION_CONF = {
-    "spark.databricks.delta.snapshotPartitions": "1",
-    "spark.sql.ui.explainMode": "simple",
-}
+# on them). It has no UI: each query's plan described in the simple form, not the formatted
+# one (which walks the plan again for every operator's details).
+SUITE_SESSION_CONF = {"spark.sql.ui.explainMode": "simple"}
 
 
 SUITE_JIT = "-XX:TieredStopAtLevel=4 -XX:InlineSmallCode=1000 -XX:MaxInlineLevel=6"

@@ -69,7 +69,7 @@ def test_apply_job_spec_exactly(monkeypatch: pytest.MonkeyPatch) -> None:
             "spark.ui.enabled": "false",
             "spark.ui.showConsoleProgress": "false",
             "spark.sql.shuffle.partitions": "16",
-            "spark.databricks.delta.snapshotPartitions": "4",
+            "spark.databricks.delta.snapshotPartitions": "1",
             "spark.sql.sources.parallelPartitionDiscovery.parallelism": "16",
             "spark.sql.codegen.cache.maxEntries": "1000",
             "spark.driver.memory": "4g",
