@@ -29,7 +29,14 @@ log = logging.getLogger(__name__)
 
 # delta-spark 4.4.0 is built for Spark 4.2 (artifact suffix _4.2_2.13).
 DELTA_PACKAGE = "io.delta:delta-spark_4.2_2.13:4.4.0"
-JOBS = ("land_kinesis", "land_kafka", "land_files", "apply_changes", "maintain")
+JOBS = (
+    "land_kinesis",
+    "land_kafka",
+    "land_files",
+    "apply_changes",
+    "land_and_apply",
+    "maintain",
+)
 # Delta's floor for VACUUM (``delta.deletedFileRetentionDuration``'s default): a shorter
 # retention could delete files that a running reader or writer still needs.
 MIN_VACUUM_RETENTION_HOURS = 168.0

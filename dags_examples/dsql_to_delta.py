@@ -1,9 +1,12 @@
 """Hourly Aurora DSQL (Kinesis) to Delta Lake.
 
-land -> wait_for_resolved -> apply_changes, one batch per data interval.
-Each task processes the batch named by its interval's end, so re-running an interval (a
-backfill from the UI or ``airflow backfill create``) reprocesses the same batch and leaves
-the tables as they are: MERGE only moves a row forward in commit order.
+One task per data interval, ``land_and_apply``: it lands the stream's new records, waits
+until the stream's resolved timestamp passes the interval's end (landing again every minute
+until it does), then applies the batch: one spark-submit per batch. (``kafka_to_delta`` shows
+the same work as three tasks: land -> wait_for_resolved -> apply_changes.) The task
+processes the batch named by its interval's end, so re-running an interval (a backfill from
+the UI or ``airflow backfill create``) reprocesses the same batch and leaves the tables as
+they are: MERGE only moves a row forward in commit order.
 
 Settings: the ``AIRFLOW_VAR_CDC_WAREHOUSE`` environment variable (warehouse root, read when
 the DAG is parsed: each table is an Airflow asset named by its location, which a downstream
@@ -20,9 +23,8 @@ from pathlib import Path
 
 from airflow.sdk import DAG, CronDataIntervalTimetable
 
-from airflow_cdc.operators.apply import ApplyChangesOperator
-from airflow_cdc.operators.land import LandKinesisOperator
-from airflow_cdc.sensors.resolved import ResolvedTimestampSensor
+from airflow_cdc.operators.apply import LandAndApplyOperator
+from airflow_cdc.operators.land import KinesisLanding
 
 # The target tables: CREATE TABLE statements in a file beside the DAG.
 DDL = (Path(__file__).parent / "ddl" / "dsql_shop.sql").read_text(encoding="utf-8")
@@ -39,23 +41,12 @@ with DAG(
     tags=["cdc", "dsql", "delta"],
     doc_md=__doc__,
 ) as dag:
-    land = LandKinesisOperator(
-        task_id="land",
-        stream=STREAM,
-        source=STREAM,
-        warehouse=WAREHOUSE,
-        lateness_seconds=300,
-    )
-    wait_for_resolved = ResolvedTimestampSensor(
-        task_id="wait_for_resolved",
-        warehouse=WAREHOUSE,
-        source=STREAM,
+    # One batch at a time per source: runs of one source share its open fragment sets.
+    LandAndApplyOperator(
+        task_id="land_and_apply",
+        land=KinesisLanding(stream=STREAM, lateness_seconds=300),
         poke_interval=60,
         timeout=6 * 3600,
-    )
-    # One batch at a time per source: runs of one source share its open fragment sets.
-    apply_changes = ApplyChangesOperator(
-        task_id="apply_changes",
         warehouse=WAREHOUSE,
         source=STREAM,
         ddl=DDL,
@@ -68,5 +59,3 @@ with DAG(
         history=["public.customers"],
         max_active_tis_per_dag=1,
     )
-
-    land >> wait_for_resolved >> apply_changes

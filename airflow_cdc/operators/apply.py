@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
 import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import Context
+from airflow.sdk.exceptions import AirflowRescheduleException, AirflowSensorTimeout
 
 from airflow_cdc.assets import event_extra, partition_key, table_assets
 from airflow_cdc.core.columns import MAX_ADDED_COLUMNS, MAX_COLUMNS_PER_RECORD
@@ -33,6 +35,7 @@ from airflow_cdc.lineage import (
 )
 from airflow_cdc.links import DeltaTableLink, SparkApplicationLink, SparkMasterLink
 from airflow_cdc.operators.base import SparkJobOperator
+from airflow_cdc.operators.land import Landing, raw_table_outputs
 from airflow_cdc.settings import chosen
 
 if TYPE_CHECKING:
@@ -189,7 +192,10 @@ class ApplyChangesOperator(SparkJobOperator):
         self.catalog = catalog
 
     def execute(self, context: Context) -> dict[str, Any]:
-        stats = super().execute(context)
+        return self.report(super().execute(context), context)
+
+    def report(self, stats: dict[str, Any], context: Context) -> dict[str, Any]:
+        """Log what a run did to each table, and put its counts on the tables' asset events."""
         for line in table_lines(stats):
             self.log.info("%s", line)
         for level, line in registration_lines(stats):
@@ -305,6 +311,104 @@ class ApplyChangesOperator(SparkJobOperator):
             *(["--history", ",".join(s.table.qualified for s in kept)] if kept else []),
             *(["--catalog", self.catalog] if self.catalog is not None else []),
         ]
+
+
+class LandAndApplyOperator(ApplyChangesOperator):
+    """Land a source, then apply its batch, in one spark-submit (``land_and_apply`` job).
+
+    It does the work of a landing operator, a
+    :class:`~airflow_cdc.sensors.resolved.ResolvedTimestampSensor` and an
+    :class:`ApplyChangesOperator` in one task, and a batch pays one spark-submit, one JVM start
+    and one Delta start-up instead of two. Each step is its own job inside (``land_*`` and
+    ``apply_changes``, at their versions, with their commits), so a warehouse can move between
+    this operator and the three tasks at any batch.
+
+    The run lands first. If the landing leaves the source's resolved timestamp at or past
+    ``resolved_target`` (by default the data interval's end, what the sensor waits for), it
+    applies the batch. Otherwise it applies nothing and the task reschedules itself, as a
+    sensor in ``reschedule`` mode does: it lands again after ``poke_interval`` seconds, and
+    fails once ``timeout`` seconds have passed since its first try.
+
+    Takes every argument of :class:`ApplyChangesOperator`, and:
+
+    :param land: What to land, and how: a :class:`~airflow_cdc.operators.land.KinesisLanding`,
+        :class:`~airflow_cdc.operators.land.KafkaLanding` or
+        :class:`~airflow_cdc.operators.land.FilesLanding` (its fields are templated). A
+        landing that names no ``record_format`` lands in this operator's.
+    :param resolved_target: ISO 8601 time the resolved timestamp must reach before the batch
+        is applied; default the data interval's end.
+    :param poke_interval: Seconds between landings while the resolved timestamp is short.
+    :param timeout: Seconds after the first try at which a task still short fails.
+    """
+
+    job = "land_and_apply"
+    template_fields: Sequence[str] = (
+        *ApplyChangesOperator.template_fields,
+        "land",
+        "resolved_target",
+    )
+
+    def __init__(
+        self,
+        *,
+        land: Landing,
+        resolved_target: str = "{{ data_interval_end | ts }}",
+        poke_interval: float = 60.0,
+        timeout: float = 6 * 3600.0,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.land = land
+        self.resolved_target = resolved_target
+        self.poke_interval = poke_interval
+        self.timeout = timeout
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        stats = SparkJobOperator.execute(self, context)
+        if "waiting" in stats:
+            self.wait(context, stats["waiting"])
+        return self.report(stats, context)
+
+    def wait(self, context: Context, why: str) -> None:
+        """Land again later, or fail if the task has waited ``timeout`` seconds."""
+        now = dt.datetime.now(dt.UTC)
+        first = context["ti"].get_first_reschedule_date(context) or now
+        if now - first >= dt.timedelta(seconds=self.timeout):
+            raise AirflowSensorTimeout(f"{why}; waited {self.timeout:.0f} s since {first}")
+        self.log.info("%s; landing again in %.0f s", why, self.poke_interval)
+        raise AirflowRescheduleException(now + dt.timedelta(seconds=self.poke_interval))
+
+    def job_args(self, context: Context) -> list[str]:
+        if not isinstance(self.land, Landing):
+            raise TypeError(
+                "land must be a KinesisLanding, KafkaLanding or FilesLanding"
+                f" (airflow_cdc.operators.land), got {self.land!r}"
+            )
+        try:
+            dt.datetime.fromisoformat(self.resolved_target)
+        except (TypeError, ValueError) as err:
+            raise ValueError(
+                f"resolved_target must be an ISO 8601 time, got {self.resolved_target!r}"
+            ) from err
+        for name in ("poke_interval", "timeout"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be > 0 seconds, got {getattr(self, name)!r}")
+        apply = super().job_args(context)
+        return [
+            *("--source", check_source(self.source), "--land-job", self.land.job),
+            *("--land-args", json.dumps(self.land.job_args(self.record_format))),
+            *("--apply-args", json.dumps(apply)),
+            *("--resolved-target", self.resolved_target),
+        ]
+
+    def job_env(self) -> dict[str, str]:
+        return self.land.job_env()
+
+    def lineage_inputs(self) -> list[InputDataset]:
+        return [*self.land.lineage_inputs(), *super().lineage_inputs()]
+
+    def lineage_outputs(self) -> list[OutputDataset]:
+        return [*super().lineage_outputs(), *raw_table_outputs(self.warehouse)]
 
 
 class ReplayQuarantineOperator(ApplyChangesOperator):

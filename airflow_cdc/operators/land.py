@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.sdk import Context
 
@@ -37,16 +37,200 @@ def raw_table_outputs(warehouse: str) -> list[OutputDataset]:
     return location_outputs([bookkeeping_location(warehouse, "raw")])
 
 
-class LandKinesisOperator(SparkJobOperator):
-    """Land every shard of a Kinesis stream from its checkpoint to the tip.
+class Landing:
+    """What a landing job reads, and how: its own arguments, environment and inputs.
+
+    A landing operator submits its job alone; :class:`~airflow_cdc.operators.apply.
+    LandAndApplyOperator` runs it before the apply, in the same spark-submit. Its fields are
+    templated there."""
+
+    job: ClassVar[str]
+    template_fields: Sequence[str] = ()
+
+    def job_args(self, record_format: str | None = None) -> list[str]:
+        """The job's arguments; ``record_format``: the records' format, where the landing
+        does not name one (formats with in-band resolved markers need it)."""
+        raise NotImplementedError
+
+    def __repr__(self) -> str:  # as the task's rendered fields show it
+        fields = ", ".join(f"{k}={v!r}" for k, v in sorted(vars(self).items()))
+        return f"{type(self).__name__}({fields})"
+
+    def job_env(self) -> dict[str, str]:
+        return {}
+
+    def lineage_inputs(self) -> list[InputDataset]:
+        return []
+
+
+class KinesisLanding(Landing):
+    """Every shard of a Kinesis stream, from its checkpoint to the tip.
 
     :param stream: Kinesis stream name.
     :param kinesis_conn_id: Connection of type ``cdc_kinesis`` (endpoint, region, credentials).
-    :param source: Name of the landed source (default: the stream name); the resolved
-        timestamp sensor and the apply step refer to it.
     :param lateness_seconds: Bound on commit-to-arrival delay, in seconds (>= 0), subtracted
         from the read horizon to give the resolved timestamp.
     :param max_records_per_shard: Maximum records read from one shard in one run (>= 1).
+    """
+
+    job = "land_kinesis"
+    template_fields: Sequence[str] = ("stream",)
+
+    def __init__(
+        self,
+        *,
+        stream: str,
+        kinesis_conn_id: str = "kinesis_default",
+        lateness_seconds: float | None = None,
+        max_records_per_shard: int | None = None,
+    ) -> None:
+        self.stream = stream
+        self.kinesis_conn_id = kinesis_conn_id
+        self.lateness_seconds = chosen(lateness_seconds, "lateness_seconds")
+        self.max_records_per_shard = int(chosen(max_records_per_shard, "max_records_per_shard"))
+
+    def job_args(self, record_format: str | None = None) -> list[str]:
+        if self.max_records_per_shard < 1:
+            raise ValueError(
+                f"max_records_per_shard must be >= 1, got {self.max_records_per_shard!r}"
+            )
+        settings = KinesisStreamHook(self.kinesis_conn_id).settings()
+        args = [
+            "--stream",
+            self.stream,
+            "--region",
+            settings["region"],
+            "--lateness-seconds",
+            check_lateness(self.lateness_seconds),
+            "--max-records-per-shard",
+            str(self.max_records_per_shard),
+        ]
+        if settings["endpoint_url"]:
+            args += ["--endpoint-url", settings["endpoint_url"]]
+        return args
+
+    def job_env(self) -> dict[str, str]:
+        return KinesisStreamHook(self.kinesis_conn_id).job_environment()
+
+    def lineage_inputs(self) -> list[InputDataset]:
+        settings = KinesisStreamHook(self.kinesis_conn_id).settings()
+        return [
+            input_dataset(
+                kinesis_namespace(settings["region"], settings["endpoint_url"]), self.stream
+            )
+        ]
+
+
+class KafkaLanding(Landing):
+    """Every partition of Kafka topics, from its checkpoint to the high watermark.
+
+    :param topics: Topic names.
+    :param kafka_conn_id: Connection of type ``cdc_kafka`` (bootstrap servers, client config).
+    :param record_format: Format of the messages; for formats with in-band resolved markers
+        (``ydb``, ``cockroachdb``, ``cdl``) the markers give the resolved timestamp.
+    :param lateness_seconds: For other formats, the bound on commit-to-arrival delay, in
+        seconds (>= 0), subtracted from the read time for the resolved timestamp.
+    :param max_records_per_partition: Maximum records read from one partition in one run.
+    """
+
+    job = "land_kafka"
+    template_fields: Sequence[str] = ("topics", "record_format")
+
+    def __init__(
+        self,
+        *,
+        topics: Sequence[str],
+        kafka_conn_id: str = "kafka_default",
+        record_format: str | None = None,
+        lateness_seconds: float | None = None,
+        max_records_per_partition: int | None = None,
+    ) -> None:
+        self.topics = topics
+        self.kafka_conn_id = kafka_conn_id
+        self.record_format = record_format
+        self.lateness_seconds = chosen(lateness_seconds, "lateness_seconds")
+        self.max_records_per_partition = int(
+            chosen(max_records_per_partition, "max_records_per_shard")
+        )
+
+    def job_args(self, record_format: str | None = None) -> list[str]:
+        if not self.topics:
+            raise ValueError("topics must name at least one topic")
+        if self.max_records_per_partition < 1:
+            raise ValueError(
+                f"max_records_per_partition must be >= 1, got {self.max_records_per_partition!r}"
+            )
+        args = ["--bootstrap-servers", KafkaClusterHook(self.kafka_conn_id).bootstrap_servers()]
+        for topic in self.topics:
+            args += ["--topic", topic]
+        args += [
+            "--lateness-seconds",
+            check_lateness(self.lateness_seconds),
+            "--max-records-per-partition",
+            str(self.max_records_per_partition),
+        ]
+        fmt = self.record_format or record_format
+        if fmt:
+            args += ["--format", fmt]
+        return args
+
+    def job_env(self) -> dict[str, str]:
+        return KafkaClusterHook(self.kafka_conn_id).job_environment()
+
+    def lineage_inputs(self) -> list[InputDataset]:
+        namespace = kafka_namespace(KafkaClusterHook(self.kafka_conn_id).bootstrap_servers())
+        return [input_dataset(namespace, topic) for topic in self.topics]
+
+
+class FilesLanding(Landing):
+    """NDJSON files (one delivered record or message per line), each line once.
+
+    :param path: A file, directory or glob of ``.ndjson``/``.jsonl`` (and ``.RESOLVED``) files.
+    :param layout: ``kinesis`` (Kinesis records), ``kafka`` (Kafka messages with key, value,
+        partition and offset) or ``lines`` (one message value per line, as CockroachDB's
+        cloud-storage sink writes).
+    :param record_format: Format of the records; formats with in-band resolved markers take
+        the resolved timestamp from them.
+    :param lateness_seconds: Subtracted from the newest arrival time for the resolved
+        timestamp, in seconds (>= 0).
+    """
+
+    job = "land_files"
+    template_fields: Sequence[str] = ("path",)
+
+    def __init__(
+        self,
+        *,
+        path: str,
+        layout: str = "kinesis",
+        record_format: str | None = None,
+        lateness_seconds: float = 0.0,
+    ) -> None:
+        self.path = path
+        self.layout = layout
+        self.record_format = record_format
+        self.lateness_seconds = lateness_seconds
+
+    def job_args(self, record_format: str | None = None) -> list[str]:
+        args = ["--path", self.path, "--lateness-seconds", check_lateness(self.lateness_seconds)]
+        if self.layout != "kinesis":
+            args += ["--layout", self.layout]
+        fmt = self.record_format or record_format
+        if fmt:
+            args += ["--format", fmt]
+        return args
+
+    def lineage_inputs(self) -> list[InputDataset]:
+        return location_inputs([files_location(self.path)])
+
+
+class LandKinesisOperator(SparkJobOperator):
+    """Land every shard of a Kinesis stream from its checkpoint to the tip.
+
+    Takes the arguments of :class:`KinesisLanding`, and:
+
+    :param source: Name of the landed source (default: the stream name); the resolved
+        timestamp sensor and the apply step refer to it.
     """
 
     job = "land_kinesis"
@@ -69,38 +253,25 @@ class LandKinesisOperator(SparkJobOperator):
         self.lateness_seconds = chosen(lateness_seconds, "lateness_seconds")
         self.max_records_per_shard = int(chosen(max_records_per_shard, "max_records_per_shard"))
 
+    def landing(self) -> KinesisLanding:
+        return KinesisLanding(
+            stream=self.stream,
+            kinesis_conn_id=self.kinesis_conn_id,
+            lateness_seconds=self.lateness_seconds,
+            max_records_per_shard=self.max_records_per_shard,
+        )
+
     def job_args(self, context: Context) -> list[str]:
-        if self.max_records_per_shard < 1:
-            raise ValueError(
-                f"max_records_per_shard must be >= 1, got {self.max_records_per_shard!r}"
-            )
-        settings = KinesisStreamHook(self.kinesis_conn_id).settings()
-        args = [
-            "--stream",
-            self.stream,
-            "--region",
-            settings["region"],
-            "--lateness-seconds",
-            check_lateness(self.lateness_seconds),
-            "--max-records-per-shard",
-            str(self.max_records_per_shard),
-        ]
-        if settings["endpoint_url"]:
-            args += ["--endpoint-url", settings["endpoint_url"]]
+        args = self.landing().job_args()
         if self.source:
             args += ["--source", check_source(self.source)]
         return args
 
     def job_env(self) -> dict[str, str]:
-        return KinesisStreamHook(self.kinesis_conn_id).job_environment()
+        return self.landing().job_env()
 
     def lineage_inputs(self) -> list[InputDataset]:
-        settings = KinesisStreamHook(self.kinesis_conn_id).settings()
-        return [
-            input_dataset(
-                kinesis_namespace(settings["region"], settings["endpoint_url"]), self.stream
-            )
-        ]
+        return self.landing().lineage_inputs()
 
     def lineage_outputs(self) -> list[OutputDataset]:
         return raw_table_outputs(self.warehouse)
@@ -109,14 +280,9 @@ class LandKinesisOperator(SparkJobOperator):
 class LandKafkaOperator(SparkJobOperator):
     """Land every partition of Kafka topics from its checkpoint to the high watermark.
 
-    :param topics: Topic names.
-    :param kafka_conn_id: Connection of type ``cdc_kafka`` (bootstrap servers, client config).
+    Takes the arguments of :class:`KafkaLanding`, and:
+
     :param source: Name of the landed source (default: the first topic).
-    :param record_format: Format of the messages; for formats with in-band resolved markers
-        (``ydb``, ``cockroachdb``, ``cdl``) the markers give the resolved timestamp.
-    :param lateness_seconds: For other formats, the bound on commit-to-arrival delay, in
-        seconds (>= 0), subtracted from the read time for the resolved timestamp.
-    :param max_records_per_partition: Maximum records read from one partition in one run.
     """
 
     job = "land_kafka"
@@ -148,34 +314,26 @@ class LandKafkaOperator(SparkJobOperator):
             chosen(max_records_per_partition, "max_records_per_shard")
         )
 
+    def landing(self) -> KafkaLanding:
+        return KafkaLanding(
+            topics=self.topics,
+            kafka_conn_id=self.kafka_conn_id,
+            record_format=self.record_format,
+            lateness_seconds=self.lateness_seconds,
+            max_records_per_partition=self.max_records_per_partition,
+        )
+
     def job_args(self, context: Context) -> list[str]:
-        if not self.topics:
-            raise ValueError("topics must name at least one topic")
-        if self.max_records_per_partition < 1:
-            raise ValueError(
-                f"max_records_per_partition must be >= 1, got {self.max_records_per_partition!r}"
-            )
-        args = ["--bootstrap-servers", KafkaClusterHook(self.kafka_conn_id).bootstrap_servers()]
-        for topic in self.topics:
-            args += ["--topic", topic]
-        args += [
-            "--lateness-seconds",
-            check_lateness(self.lateness_seconds),
-            "--max-records-per-partition",
-            str(self.max_records_per_partition),
-        ]
-        if self.record_format:
-            args += ["--format", self.record_format]
+        args = self.landing().job_args()
         if self.source:
             args += ["--source", check_source(self.source)]
         return args
 
     def job_env(self) -> dict[str, str]:
-        return KafkaClusterHook(self.kafka_conn_id).job_environment()
+        return self.landing().job_env()
 
     def lineage_inputs(self) -> list[InputDataset]:
-        namespace = kafka_namespace(KafkaClusterHook(self.kafka_conn_id).bootstrap_servers())
-        return [input_dataset(namespace, topic) for topic in self.topics]
+        return self.landing().lineage_inputs()
 
     def lineage_outputs(self) -> list[OutputDataset]:
         return raw_table_outputs(self.warehouse)
@@ -184,15 +342,9 @@ class LandKafkaOperator(SparkJobOperator):
 class LandFilesOperator(SparkJobOperator):
     """Land NDJSON files (one delivered record or message per line), each line once.
 
-    :param path: A file, directory or glob of ``.ndjson``/``.jsonl`` (and ``.RESOLVED``) files.
+    Takes the arguments of :class:`FilesLanding`, and:
+
     :param source: Name of the landed source.
-    :param layout: ``kinesis`` (Kinesis records), ``kafka`` (Kafka messages with key, value,
-        partition and offset) or ``lines`` (one message value per line, as CockroachDB's
-        cloud-storage sink writes).
-    :param record_format: Format of the records; formats with in-band resolved markers take
-        the resolved timestamp from them.
-    :param lateness_seconds: Subtracted from the newest arrival time for the resolved
-        timestamp, in seconds (>= 0).
     """
 
     job = "land_files"
@@ -215,23 +367,19 @@ class LandFilesOperator(SparkJobOperator):
         self.record_format = record_format
         self.lateness_seconds = lateness_seconds
 
+    def landing(self) -> FilesLanding:
+        return FilesLanding(
+            path=self.path,
+            layout=self.layout,
+            record_format=self.record_format,
+            lateness_seconds=self.lateness_seconds,
+        )
+
     def job_args(self, context: Context) -> list[str]:
-        args = [
-            "--path",
-            self.path,
-            "--source",
-            check_source(self.source),
-            "--lateness-seconds",
-            check_lateness(self.lateness_seconds),
-        ]
-        if self.layout != "kinesis":
-            args += ["--layout", self.layout]
-        if self.record_format:
-            args += ["--format", self.record_format]
-        return args
+        return [*self.landing().job_args(), "--source", check_source(self.source)]
 
     def lineage_inputs(self) -> list[InputDataset]:
-        return location_inputs([files_location(self.path)])
+        return self.landing().lineage_inputs()
 
     def lineage_outputs(self) -> list[OutputDataset]:
         return raw_table_outputs(self.warehouse)

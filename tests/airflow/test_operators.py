@@ -7,8 +7,14 @@ from typing import Any
 import pytest
 
 from airflow_cdc.core.exceptions import DdlError
-from airflow_cdc.operators.apply import ApplyChangesOperator
-from airflow_cdc.operators.land import LandFilesOperator, LandKafkaOperator, LandKinesisOperator
+from airflow_cdc.operators.apply import ApplyChangesOperator, LandAndApplyOperator
+from airflow_cdc.operators.land import (
+    FilesLanding,
+    KinesisLanding,
+    LandFilesOperator,
+    LandKafkaOperator,
+    LandKinesisOperator,
+)
 from airflow_cdc.operators.maintain import CdcMaintenanceOperator
 
 
@@ -255,7 +261,7 @@ def test_file_layouts_for_kafka_dumps_and_sink_files() -> None:
     op = LandFilesOperator(
         task_id="l", warehouse="/wh", path="/d", source="s", layout="lines", record_format="ydb"
     )
-    assert op.job_args({})[-4:] == ["--layout", "lines", "--format", "ydb"]
+    assert op.job_args({})[-6:] == ["--layout", "lines", "--format", "ydb", "--source", "s"]
 
 
 def test_maintenance_arguments_and_delta_safety_floor() -> None:
@@ -561,3 +567,134 @@ def test_a_run_that_ends_without_its_counts_still_names_its_application(
         "http://10.0.0.5:8080/app/?appId=app-20260101000000-0003"
     )
     assert list((warehouse / "_cdc" / "stats").iterdir()) == []
+
+
+def test_land_and_apply_gives_each_step_its_own_arguments(monkeypatch) -> None:
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_KIN",
+        json.dumps(
+            {
+                "conn_type": "cdc_kinesis",
+                "host": "http://kin:4567",
+                "login": "AK",
+                "password": "SECRET",
+            }
+        ),
+    )
+    ddl = "CREATE TABLE t (id int PRIMARY KEY)"
+    landing = KinesisLanding(stream="s", kinesis_conn_id="kin", lateness_seconds=60)
+    op = LandAndApplyOperator(
+        task_id="t",
+        warehouse="/wh",
+        source="src",
+        ddl=ddl,
+        land=landing,
+        resolved_target="2026-01-01T01:00:00+00:00",
+    )
+    args = op.job_args({})
+    alone = ApplyChangesOperator(task_id="a", warehouse="/wh", source="src", ddl=ddl)
+    assert args == [
+        *("--source", "src", "--land-job", "land_kinesis"),
+        *("--land-args", json.dumps(landing.job_args())),
+        *("--apply-args", json.dumps(alone.job_args({}))),
+        *("--resolved-target", "2026-01-01T01:00:00+00:00"),
+    ]
+    # The landing operator submits the same arguments, with its source.
+    land = LandKinesisOperator(
+        task_id="l", warehouse="/wh", stream="s", kinesis_conn_id="kin", lateness_seconds=60
+    )
+    assert land.job_args({}) == landing.job_args()
+    assert op.job_env() == {"AWS_ACCESS_KEY_ID": "AK", "AWS_SECRET_ACCESS_KEY": "SECRET"}
+    assert "SECRET" not in " ".join(args)
+    # A landing without a format lands in the operator's; one with its own keeps it.
+    kafka = LandAndApplyOperator(
+        task_id="k",
+        warehouse="/wh",
+        source="src",
+        ddl=ddl,
+        record_format="cockroachdb",
+        land=FilesLanding(path="/in", layout="lines"),
+        resolved_target="2026-01-01T01:00:00",
+    ).job_args({})
+    assert json.loads(kafka[kafka.index("--land-args") + 1])[-2:] == ["--format", "cockroachdb"]
+    for bad, error in (
+        ({"land": LandFilesOperator(task_id="x", warehouse="/wh", path="/d", source="s")}, "land"),
+        ({"land": landing, "resolved_target": "soon"}, "resolved_target"),
+        ({"land": landing, "poke_interval": 0}, "poke_interval"),
+    ):
+        given = {"resolved_target": "2026-01-01T01:00:00", **bad}
+        with pytest.raises((TypeError, ValueError), match=error):
+            LandAndApplyOperator(
+                task_id="b", warehouse="/wh", source="src", ddl=ddl, **given
+            ).job_args({})
+
+
+def test_the_landing_inside_land_and_apply_is_templated() -> None:
+    import datetime as dt
+
+    op = LandAndApplyOperator(
+        task_id="t",
+        warehouse="/wh",
+        source="src",
+        ddl="CREATE TABLE t (id int PRIMARY KEY)",
+        land=KinesisLanding(stream="{{ params.stream }}"),
+        resolved_target="{{ params.target }}",
+    )
+    end = dt.datetime(2026, 1, 1, 1, tzinfo=dt.UTC)
+    context = {"data_interval_start": end - dt.timedelta(hours=1), "data_interval_end": end}
+    op.render_template_fields({**context, "params": {"stream": "orders", "target": "2026-01-01"}})
+    assert op.land.stream == "orders" and op.resolved_target == "2026-01-01"
+
+
+class FirstTry:
+    """A task instance whose first try (of a task that rescheduled itself) began ``at``."""
+
+    def __init__(self, at: Any) -> None:
+        self.at = at
+
+    def get_first_reschedule_date(self, context: Any) -> Any:
+        return self.at
+
+
+@pytest.mark.parametrize("waited_hours", [None, 1, 7])
+def test_land_and_apply_lands_again_later_while_the_resolved_timestamp_is_short(
+    waited_hours: int | None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import datetime as dt
+
+    from airflow.sdk.exceptions import AirflowRescheduleException, AirflowSensorTimeout
+
+    from airflow_cdc.operators import base
+
+    def submit(self: base.SparkJobOperator, spec: Any) -> None:
+        args = spec.application_args
+        written = Path(args[args.index("--stats-file") + 1])
+        written.parent.mkdir(parents=True)
+        stats = {"job": "land_and_apply", "land": {"landed": 3}, "waiting": "short of it"}
+        written.write_text(json.dumps(stats))
+
+    monkeypatch.setattr(base.SparkJobOperator, "submit", submit)
+    monkeypatch.setattr(base, "ensure_jars", lambda: ["/jars/delta.jar"])
+    monkeypatch.setattr(base, "library_archive", lambda: Path("/lib/airflow_cdc.zip"))
+    op = LandAndApplyOperator(
+        task_id="t",
+        warehouse=str(tmp_path / "wh"),
+        source="src",
+        ddl="CREATE TABLE t (id int PRIMARY KEY)",
+        land=FilesLanding(path="/in"),
+        resolved_target="2026-01-01T01:00:00+00:00",
+        batch_id="b1",
+        poke_interval=120,
+        timeout=6 * 3600,
+    )
+    now = dt.datetime.now(dt.UTC)
+    first = None if waited_hours is None else now - dt.timedelta(hours=waited_hours)
+    context = {"run_id": "r", "ti": FirstTry(first)}
+    if waited_hours == 7:
+        with pytest.raises(AirflowSensorTimeout, match="short of it"):
+            op.execute(context)  # type: ignore[arg-type]
+        return
+    with pytest.raises(AirflowRescheduleException) as raised:
+        op.execute(context)  # type: ignore[arg-type]
+    again = raised.value.reschedule_date
+    assert now + dt.timedelta(seconds=119) < again < now + dt.timedelta(seconds=180)

@@ -57,15 +57,7 @@ def test_example_dag_parses_without_spark_or_boto3() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout.splitlines()
     assert out[-2] == str([("maintain_dsql", "maintain"), ("maintain_kafka", "maintain")])
-    assert out[-3] == str(
-        sorted(
-            [
-                ("land", ["wait_for_resolved"]),
-                ("wait_for_resolved", ["apply_changes"]),
-                ("apply_changes", []),
-            ]
-        )
-    )
+    assert out[-3] == str([("land_and_apply", [])])
     assert out[-1] == "[]"
 
 
@@ -77,7 +69,7 @@ def test_example_dags_declare_the_tables_their_demo_streams_write() -> None:
 
     bag = DagBag(str(REPO / "dags_examples"))
     expected = {
-        ("dsql_to_delta", "apply_changes"): {("public", t) for t in dsql_stream.TABLES},
+        ("dsql_to_delta", "land_and_apply"): {("public", t) for t in dsql_stream.TABLES},
         ("kafka_to_delta", "apply_changes"): {("shop", "items")},
         ("cdc_maintenance", "maintain_dsql"): {("public", t) for t in dsql_stream.TABLES},
         ("cdc_maintenance", "maintain_kafka"): {("shop", "items")},
