@@ -1,12 +1,13 @@
 """Hourly Aurora DSQL (Kinesis) to Delta Lake.
 
 One task per data interval, ``land_and_apply``: it lands the stream's new records, waits
-until the stream's resolved timestamp passes the interval's end (landing again every minute
-until it does), then applies the batch: one spark-submit per batch. (``kafka_to_delta`` shows
-the same work as three tasks: land -> wait_for_resolved -> apply_changes.) The task
-processes the batch named by its interval's end, so re-running an interval (a backfill from
-the UI or ``airflow backfill create``) reprocesses the same batch and leaves the tables as
-they are: MERGE only moves a row forward in commit order.
+until the stream's resolved timestamp passes the interval's end (landing again once the
+landing's lateness has passed, and every minute after), then applies the batch: a
+spark-submit or two per batch. (``kafka_to_delta`` shows the same work as three tasks:
+land -> wait_for_resolved -> apply_changes.) The task processes the batch named by its
+interval's end, so re-running an interval (a backfill from the UI or ``airflow backfill
+create``) reprocesses the same batch and leaves the tables as they are: MERGE only moves a
+row forward in commit order.
 
 Settings: the ``AIRFLOW_VAR_CDC_WAREHOUSE`` environment variable (warehouse root, read when
 the DAG is parsed: each table is an Airflow asset named by its location, which a downstream

@@ -326,8 +326,15 @@ class LandAndApplyOperator(ApplyChangesOperator):
     The run lands first. If the landing leaves the source's resolved timestamp at or past
     ``resolved_target`` (by default the data interval's end, what the sensor waits for), it
     applies the batch. Otherwise it applies nothing and the task reschedules itself, as a
-    sensor in ``reschedule`` mode does: it lands again after ``poke_interval`` seconds, and
-    fails once ``timeout`` seconds have passed since its first try.
+    sensor in ``reschedule`` mode does: it lands again after ``poke_interval`` seconds (and
+    no sooner than the target plus the landing's lateness, before which the resolved
+    timestamp cannot reach it), and fails once ``timeout`` seconds have passed since its
+    first try. A live stream is therefore landed about twice per batch: once at the
+    interval's end, once when its lateness has passed.
+
+    The landing connection's credentials, if it has keys, are the whole job's: the apply
+    writes the warehouse with them, as the landing already writes the raw table. Where the
+    Kinesis key must not reach the warehouse, keep the three tasks.
 
     Takes every argument of :class:`ApplyChangesOperator`, and:
 
@@ -366,17 +373,27 @@ class LandAndApplyOperator(ApplyChangesOperator):
     def execute(self, context: Context) -> dict[str, Any]:
         stats = SparkJobOperator.execute(self, context)
         if "waiting" in stats:
-            self.wait(context, stats["waiting"])
+            self.wait(context, stats)
         return self.report(stats, context)
 
-    def wait(self, context: Context, why: str) -> None:
-        """Land again later, or fail if the task has waited ``timeout`` seconds."""
+    def wait(self, context: Context, stats: dict[str, Any]) -> None:
+        """Land again later, or fail once the task has waited ``timeout`` seconds.
+
+        Later is ``poke_interval`` from now, and no sooner than the target plus the
+        landing's lateness: a resolved timestamp is a horizon (a time already read) less the
+        lateness, so it cannot reach the target before then."""
         now = dt.datetime.now(dt.UTC)
         first = context["ti"].get_first_reschedule_date(context) or now
-        if now - first >= dt.timedelta(seconds=self.timeout):
-            raise AirflowSensorTimeout(f"{why}; waited {self.timeout:.0f} s since {first}")
-        self.log.info("%s; landing again in %.0f s", why, self.poke_interval)
-        raise AirflowRescheduleException(now + dt.timedelta(seconds=self.poke_interval))
+        deadline = first + dt.timedelta(seconds=self.timeout)
+        if now >= deadline:
+            raise AirflowSensorTimeout(
+                f"{stats['waiting']}; waited {self.timeout:.0f} s since {first.isoformat()}"
+            )
+        target = dt.datetime.fromisoformat(stats["resolved_target"])
+        earliest = target + dt.timedelta(seconds=self.land.lateness(self.record_format))
+        again = min(max(now + dt.timedelta(seconds=self.poke_interval), earliest), deadline)
+        self.log.info("%s; landing again at %s", stats["waiting"], again.isoformat())
+        raise AirflowRescheduleException(again)
 
     def job_args(self, context: Context) -> list[str]:
         if not isinstance(self.land, Landing):

@@ -137,7 +137,8 @@ class SparkJobOperator(BaseOperator):
             raise RuntimeError(f"{self.job} ended without writing its counts: {stats}")
         stats["job_version"] = version
         self.log.info("%s counts: %s", self.job, json.dumps(stats, sort_keys=True))
-        for shard, done in sorted((stats.get("shards") or {}).items()):
+        landed = stats.get("land") or stats  # a landing inside the run, or the run itself
+        for shard, done in sorted((landed.get("shards") or {}).items()):
             self.log.info("shard %s", describe_shard(shard, done))
         accounting = stats.get("accounting")
         if accounting:

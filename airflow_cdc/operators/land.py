@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.sdk import Context
 
+from airflow_cdc.core.formats import IN_BAND_RESOLVED
 from airflow_cdc.hooks.kafka import KafkaClusterHook
 from airflow_cdc.hooks.kinesis import KinesisStreamHook
 from airflow_cdc.jobs import bookkeeping_location, check_source
@@ -46,11 +47,19 @@ class Landing:
 
     job: ClassVar[str]
     template_fields: Sequence[str] = ()
+    lateness_seconds: float = 0.0
+    record_format: str | None = None
 
     def job_args(self, record_format: str | None = None) -> list[str]:
         """The job's arguments; ``record_format``: the records' format, where the landing
         does not name one (formats with in-band resolved markers need it)."""
         raise NotImplementedError
+
+    def lateness(self, record_format: str | None = None) -> float:
+        """Seconds the job subtracts from its horizon for the resolved timestamp: none for a
+        format whose in-band markers are exact."""
+        fmt = self.record_format or record_format
+        return 0.0 if fmt in IN_BAND_RESOLVED else float(self.lateness_seconds)
 
     def __repr__(self) -> str:  # as the task's rendered fields show it
         fields = ", ".join(f"{k}={v!r}" for k, v in sorted(vars(self).items()))

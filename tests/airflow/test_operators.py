@@ -10,6 +10,7 @@ from airflow_cdc.core.exceptions import DdlError
 from airflow_cdc.operators.apply import ApplyChangesOperator, LandAndApplyOperator
 from airflow_cdc.operators.land import (
     FilesLanding,
+    KafkaLanding,
     KinesisLanding,
     LandFilesOperator,
     LandKafkaOperator,
@@ -607,7 +608,7 @@ def test_land_and_apply_gives_each_step_its_own_arguments(monkeypatch) -> None:
     assert op.job_env() == {"AWS_ACCESS_KEY_ID": "AK", "AWS_SECRET_ACCESS_KEY": "SECRET"}
     assert "SECRET" not in " ".join(args)
     # A landing without a format lands in the operator's; one with its own keeps it.
-    kafka = LandAndApplyOperator(
+    files = LandAndApplyOperator(
         task_id="k",
         warehouse="/wh",
         source="src",
@@ -616,11 +617,17 @@ def test_land_and_apply_gives_each_step_its_own_arguments(monkeypatch) -> None:
         land=FilesLanding(path="/in", layout="lines"),
         resolved_target="2026-01-01T01:00:00",
     ).job_args({})
-    assert json.loads(kafka[kafka.index("--land-args") + 1])[-2:] == ["--format", "cockroachdb"]
+    assert json.loads(files[files.index("--land-args") + 1])[-2:] == ["--format", "cockroachdb"]
+    monkeypatch.setenv("AIRFLOW_CONN_KAF", json.dumps({"conn_type": "cdc_kafka", "host": "b:9092"}))
+    topics = KafkaLanding(topics=["t"], kafka_conn_id="kaf", lateness_seconds=30)
+    assert topics.job_args("ydb")[-2:] == ["--format", "ydb"]
+    assert topics.lateness("ydb") == 0  # in-band markers: exact
+    assert topics.lateness("debezium") == 30 and landing.lateness("debezium") == 60
     for bad, error in (
         ({"land": LandFilesOperator(task_id="x", warehouse="/wh", path="/d", source="s")}, "land"),
         ({"land": landing, "resolved_target": "soon"}, "resolved_target"),
         ({"land": landing, "poke_interval": 0}, "poke_interval"),
+        ({"land": landing, "timeout": -1}, "timeout"),
     ):
         given = {"resolved_target": "2026-01-01T01:00:00", **bad}
         with pytest.raises((TypeError, ValueError), match=error):
@@ -656,45 +663,95 @@ class FirstTry:
         return self.at
 
 
-@pytest.mark.parametrize("waited_hours", [None, 1, 7])
-def test_land_and_apply_lands_again_later_while_the_resolved_timestamp_is_short(
-    waited_hours: int | None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    import datetime as dt
-
-    from airflow.sdk.exceptions import AirflowRescheduleException, AirflowSensorTimeout
-
+def land_and_apply_run(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, stats: dict[str, Any], **kwargs: Any
+) -> LandAndApplyOperator:
+    """A LandAndApplyOperator whose spark-submit writes ``stats`` as the job's counts."""
     from airflow_cdc.operators import base
 
     def submit(self: base.SparkJobOperator, spec: Any) -> None:
         args = spec.application_args
         written = Path(args[args.index("--stats-file") + 1])
         written.parent.mkdir(parents=True)
-        stats = {"job": "land_and_apply", "land": {"landed": 3}, "waiting": "short of it"}
         written.write_text(json.dumps(stats))
 
     monkeypatch.setattr(base.SparkJobOperator, "submit", submit)
     monkeypatch.setattr(base, "ensure_jars", lambda: ["/jars/delta.jar"])
     monkeypatch.setattr(base, "library_archive", lambda: Path("/lib/airflow_cdc.zip"))
-    op = LandAndApplyOperator(
+    return LandAndApplyOperator(
         task_id="t",
         warehouse=str(tmp_path / "wh"),
         source="src",
         ddl="CREATE TABLE t (id int PRIMARY KEY)",
-        land=FilesLanding(path="/in"),
-        resolved_target="2026-01-01T01:00:00+00:00",
         batch_id="b1",
+        **kwargs,
+    )
+
+
+@pytest.mark.parametrize(
+    ("waited_minutes", "target_in", "lateness", "again_in"),
+    [
+        (None, -3600, 0, 120),  # a past target: land again after poke_interval
+        (None, 600, 300, 900),  # a live stream: not before the target plus the lateness
+        (60, -3600, 300, 120),
+        (359, 3600, 0, 60),  # never past the timeout
+        (360, -3600, 0, None),  # timed out
+    ],
+)
+def test_land_and_apply_lands_again_later_while_the_resolved_timestamp_is_short(
+    waited_minutes: int | None,
+    target_in: int,
+    lateness: int,
+    again_in: int | None,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    import datetime as dt
+
+    from airflow.sdk.exceptions import AirflowRescheduleException, AirflowSensorTimeout
+
+    now = dt.datetime.now(dt.UTC)
+    target = (now + dt.timedelta(seconds=target_in)).isoformat()
+    stats = {"job": "land_and_apply", "waiting": "short of it", "resolved_target": target}
+    op = land_and_apply_run(
+        monkeypatch,
+        tmp_path,
+        stats,
+        land=FilesLanding(path="/in", lateness_seconds=lateness),
+        resolved_target=target,
         poke_interval=120,
         timeout=6 * 3600,
     )
-    now = dt.datetime.now(dt.UTC)
-    first = None if waited_hours is None else now - dt.timedelta(hours=waited_hours)
+    first = None if waited_minutes is None else now - dt.timedelta(minutes=waited_minutes)
     context = {"run_id": "r", "ti": FirstTry(first)}
-    if waited_hours == 7:
+    if again_in is None:
         with pytest.raises(AirflowSensorTimeout, match="short of it"):
             op.execute(context)  # type: ignore[arg-type]
         return
     with pytest.raises(AirflowRescheduleException) as raised:
         op.execute(context)  # type: ignore[arg-type]
-    again = raised.value.reschedule_date
-    assert now + dt.timedelta(seconds=119) < again < now + dt.timedelta(seconds=180)
+    delay = (raised.value.reschedule_date - now).total_seconds()
+    assert again_in - 1 < delay < again_in + 30
+
+
+def test_land_and_apply_reports_an_applied_batch_as_the_apply_does(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    shards = {"shard-0": {"landed": 3, "closed": False, "horizon_ts": None}}
+    stats = {
+        "job": "land_and_apply",
+        "land": {"landed": 3, "shards": shards},
+        "tables": {"public.t": {"inserted": 3, "changes": 3, "applied": 3, "version": 1}},
+        "accounting": {"landed": 3, "applied": 3},
+    }
+    op = land_and_apply_run(
+        monkeypatch,
+        tmp_path,
+        stats,
+        land=FilesLanding(path="/in"),
+        resolved_target="2026-01-01T01:00:00+00:00",
+    )
+    assert op.execute({"run_id": "r", "ti": FirstTry(None)})["tables"] == stats["tables"]  # type: ignore[arg-type]
+    logged = "".join(capfd.readouterr())
+    assert "public.t: 3 inserted" in logged  # the apply's line per table
+    assert "shard shard-0: 3 records landed" in logged  # and the landing's per shard

@@ -78,7 +78,9 @@ def test_a_batch_lands_waits_for_its_resolved_timestamp_then_applies(
     assert {t: sorted(map(str, live_rows(spark, warehouse, t))) for t in TABLES} == before
 
 
-def test_the_step_arguments_must_be_json_lists_of_strings() -> None:
+def test_the_step_arguments_must_be_json_lists_of_strings(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     for bad in ("--path x", '{"path": "x"}', "[1]"):
         with pytest.raises(SystemExit):
             land_and_apply.main(
@@ -88,3 +90,4 @@ def test_the_step_arguments_must_be_json_lists_of_strings() -> None:
                     *("--land-args", bad, "--apply-args", "[]"),
                 ]
             )
+        assert "--land-args: expected a JSON list of strings" in capsys.readouterr().err
