@@ -233,7 +233,34 @@ class FilesLanding(Landing):
         return location_inputs([files_location(self.path)])
 
 
-class LandKinesisOperator(SparkJobOperator):
+class LandingOperator(SparkJobOperator):
+    """A landing job submitted alone: its :class:`Landing`, landing ``source``."""
+
+    source: str | None
+    # Whether the job must be told the source (a stream or topic names one by default).
+    source_required: ClassVar[bool] = False
+
+    def landing(self) -> Landing:
+        """The landing the operator's (rendered) fields describe."""
+        raise NotImplementedError
+
+    def job_args(self, context: Context) -> list[str]:
+        args = self.landing().job_args()
+        if self.source or self.source_required:
+            args += ["--source", check_source(self.source or "")]
+        return args
+
+    def job_env(self) -> dict[str, str]:
+        return self.landing().job_env()
+
+    def lineage_inputs(self) -> list[InputDataset]:
+        return self.landing().lineage_inputs()
+
+    def lineage_outputs(self) -> list[OutputDataset]:
+        return raw_table_outputs(self.warehouse)
+
+
+class LandKinesisOperator(LandingOperator):
     """Land every shard of a Kinesis stream from its checkpoint to the tip.
 
     Takes the arguments of :class:`KinesisLanding`, and:
@@ -270,23 +297,8 @@ class LandKinesisOperator(SparkJobOperator):
             max_records_per_shard=self.max_records_per_shard,
         )
 
-    def job_args(self, context: Context) -> list[str]:
-        args = self.landing().job_args()
-        if self.source:
-            args += ["--source", check_source(self.source)]
-        return args
 
-    def job_env(self) -> dict[str, str]:
-        return self.landing().job_env()
-
-    def lineage_inputs(self) -> list[InputDataset]:
-        return self.landing().lineage_inputs()
-
-    def lineage_outputs(self) -> list[OutputDataset]:
-        return raw_table_outputs(self.warehouse)
-
-
-class LandKafkaOperator(SparkJobOperator):
+class LandKafkaOperator(LandingOperator):
     """Land every partition of Kafka topics from its checkpoint to the high watermark.
 
     Takes the arguments of :class:`KafkaLanding`, and:
@@ -332,23 +344,8 @@ class LandKafkaOperator(SparkJobOperator):
             max_records_per_partition=self.max_records_per_partition,
         )
 
-    def job_args(self, context: Context) -> list[str]:
-        args = self.landing().job_args()
-        if self.source:
-            args += ["--source", check_source(self.source)]
-        return args
 
-    def job_env(self) -> dict[str, str]:
-        return self.landing().job_env()
-
-    def lineage_inputs(self) -> list[InputDataset]:
-        return self.landing().lineage_inputs()
-
-    def lineage_outputs(self) -> list[OutputDataset]:
-        return raw_table_outputs(self.warehouse)
-
-
-class LandFilesOperator(SparkJobOperator):
+class LandFilesOperator(LandingOperator):
     """Land NDJSON files (one delivered record or message per line), each line once.
 
     Takes the arguments of :class:`FilesLanding`, and:
@@ -358,6 +355,7 @@ class LandFilesOperator(SparkJobOperator):
 
     job = "land_files"
     template_fields: Sequence[str] = (*SparkJobOperator.template_fields, "path", "source")
+    source_required = True
 
     def __init__(
         self,
@@ -383,12 +381,3 @@ class LandFilesOperator(SparkJobOperator):
             record_format=self.record_format,
             lateness_seconds=self.lateness_seconds,
         )
-
-    def job_args(self, context: Context) -> list[str]:
-        return [*self.landing().job_args(), "--source", check_source(self.source)]
-
-    def lineage_inputs(self) -> list[InputDataset]:
-        return self.landing().lineage_inputs()
-
-    def lineage_outputs(self) -> list[OutputDataset]:
-        return raw_table_outputs(self.warehouse)

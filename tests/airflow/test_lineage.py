@@ -18,6 +18,7 @@ from airflow_cdc.operators import base
 from airflow_cdc.operators.apply import ApplyChangesOperator, ReplayQuarantineOperator
 from airflow_cdc.operators.land import LandFilesOperator, LandKafkaOperator, LandKinesisOperator
 from airflow_cdc.submit import SubmitSpec
+from tests.airflow.submits import fake_submit
 
 DDL = (
     "CREATE TABLE orders (id bigint PRIMARY KEY, total numeric(12,2), note text);"
@@ -65,21 +66,18 @@ def events_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def submitted(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[SubmitSpec]]:
     """spark-submit replaced: the specs the operators built, each run's stats file written
     as the job would (the apply run committed version 7 of ``public.orders``)."""
-    specs: list[SubmitSpec] = []
 
-    def submit(self: base.SparkJobOperator, spec: SubmitSpec) -> None:
-        specs.append(spec)
+    def counts(operator: base.SparkJobOperator, spec: SubmitSpec) -> dict[str, Any]:
         args = spec.application_args
-        stats: dict[str, Any] = {"job": self.job, "batch_id": args[args.index("--batch-id") + 1]}
-        if self.job == "apply_changes":
+        stats: dict[str, Any] = {
+            "job": operator.job,
+            "batch_id": args[args.index("--batch-id") + 1],
+        }
+        if operator.job == "apply_changes":
             stats["tables"] = {"public.orders": {"applied": 2, "version": 7}}
-        written = Path(args[args.index("--stats-file") + 1])
-        written.parent.mkdir(parents=True)
-        written.write_text(json.dumps(stats))
+        return stats
 
-    monkeypatch.setattr(base.SparkJobOperator, "submit", submit)
-    monkeypatch.setattr(base, "ensure_jars", lambda: ["/jars/delta.jar"])
-    monkeypatch.setattr(base, "library_archive", lambda: Path("/lib/airflow_cdc.zip"))
+    specs = fake_submit(monkeypatch, counts)
     yield specs
 
 

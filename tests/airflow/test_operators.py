@@ -17,6 +17,9 @@ from airflow_cdc.operators.land import (
     LandKinesisOperator,
 )
 from airflow_cdc.operators.maintain import CdcMaintenanceOperator
+from tests.airflow.submits import fake_submit
+
+APPLICATION = "app-20260101000000-0003"
 
 
 def test_kinesis_landing_arguments_come_from_the_connection(monkeypatch) -> None:
@@ -537,19 +540,9 @@ def test_a_run_that_ends_without_its_counts_still_names_its_application(
     between the two fails its task, whose page still links to the application's executors;
     the stats directory is gone either way."""
     from airflow_cdc.links import SparkApplicationLink
-    from airflow_cdc.operators import base
 
-    def submit(self: base.SparkJobOperator, spec: Any) -> None:
-        args = spec.application_args
-        written = Path(args[args.index("--stats-file") + 1])
-        written.parent.mkdir(parents=True)
-        written.write_text(json.dumps({"application_id": "app-20260101000000-0003"}))
-        if ending == "fails":
-            raise RuntimeError("spark-submit exited with 1")
-
-    monkeypatch.setattr(base.SparkJobOperator, "submit", submit)
-    monkeypatch.setattr(base, "ensure_jars", lambda: ["/jars/delta.jar"])
-    monkeypatch.setattr(base, "library_archive", lambda: Path("/lib/airflow_cdc.zip"))
+    failed = RuntimeError("spark-submit exited with 1") if ending == "fails" else None
+    fake_submit(monkeypatch, lambda op, spec: {"application_id": APPLICATION}, failed)
     cluster = {"conn_type": "spark", "host": "spark://10.0.0.5", "port": 7077}
     monkeypatch.setenv("AIRFLOW_CONN_CLUSTER", json.dumps(cluster))
     warehouse = tmp_path / "wh"
@@ -565,7 +558,7 @@ def test_a_run_that_ends_without_its_counts_still_names_its_application(
     with pytest.raises(RuntimeError, match=error):
         op.execute({"run_id": "r"})  # type: ignore[arg-type]
     assert SparkApplicationLink().get_link(op, ti_key=None) == (
-        "http://10.0.0.5:8080/app/?appId=app-20260101000000-0003"
+        f"http://10.0.0.5:8080/app/?appId={APPLICATION}"
     )
     assert list((warehouse / "_cdc" / "stats").iterdir()) == []
 
@@ -667,17 +660,7 @@ def land_and_apply_run(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, stats: dict[str, Any], **kwargs: Any
 ) -> LandAndApplyOperator:
     """A LandAndApplyOperator whose spark-submit writes ``stats`` as the job's counts."""
-    from airflow_cdc.operators import base
-
-    def submit(self: base.SparkJobOperator, spec: Any) -> None:
-        args = spec.application_args
-        written = Path(args[args.index("--stats-file") + 1])
-        written.parent.mkdir(parents=True)
-        written.write_text(json.dumps(stats))
-
-    monkeypatch.setattr(base.SparkJobOperator, "submit", submit)
-    monkeypatch.setattr(base, "ensure_jars", lambda: ["/jars/delta.jar"])
-    monkeypatch.setattr(base, "library_archive", lambda: Path("/lib/airflow_cdc.zip"))
+    fake_submit(monkeypatch, lambda op, spec: stats)
     return LandAndApplyOperator(
         task_id="t",
         warehouse=str(tmp_path / "wh"),
