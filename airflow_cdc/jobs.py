@@ -78,7 +78,7 @@ CATALOG_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_\-]{0,127}")
 SOURCE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}")
 
 
-def check_source(source: str) -> str:
+def check_source(source: str | None) -> str:
     """``source`` if it is a plain name (letters, digits, ``_.-``), else ``ValueError``."""
     if not isinstance(source, str) or not SOURCE_NAME.fullmatch(source) or ".." in source:
         raise ValueError(f"source must match {SOURCE_NAME.pattern}, got {source!r}")

@@ -118,6 +118,11 @@ class KinesisLanding(Landing):
             args += ["--endpoint-url", settings["endpoint_url"]]
         return args
 
+    def lateness(self, record_format: str | None = None) -> float:
+        # The stream carries DSQL records, which have no in-band markers: the job always
+        # subtracts the lateness.
+        return float(self.lateness_seconds)
+
     def job_env(self) -> dict[str, str]:
         return KinesisStreamHook(self.kinesis_conn_id).job_environment()
 
@@ -247,7 +252,7 @@ class LandingOperator(SparkJobOperator):
     def job_args(self, context: Context) -> list[str]:
         args = self.landing().job_args()
         if self.source or self.source_required:
-            args += ["--source", check_source(self.source or "")]
+            args += ["--source", check_source(self.source)]
         return args
 
     def job_env(self) -> dict[str, str]:

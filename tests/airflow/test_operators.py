@@ -616,6 +616,7 @@ def test_land_and_apply_gives_each_step_its_own_arguments(monkeypatch) -> None:
     assert topics.job_args("ydb")[-2:] == ["--format", "ydb"]
     assert topics.lateness("ydb") == 0  # in-band markers: exact
     assert topics.lateness("debezium") == 30 and landing.lateness("debezium") == 60
+    assert landing.lateness("cockroachdb") == 60  # land_kinesis always subtracts it
     for bad, error in (
         ({"land": LandFilesOperator(task_id="x", warehouse="/wh", path="/d", source="s")}, "land"),
         ({"land": landing, "resolved_target": "soon"}, "resolved_target"),
