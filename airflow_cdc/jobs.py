@@ -8,6 +8,7 @@ builder use one definition.
 from __future__ import annotations
 
 import ast
+import datetime as dt
 import fcntl
 import hashlib
 import logging
@@ -76,6 +77,16 @@ _SHIPPED = (
 CATALOG_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_\-]{0,127}")
 # A source names a partition and a file under the warehouse: a plain name, never a path.
 SOURCE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}")
+
+
+def check_time(value: str | dt.datetime, name: str) -> dt.datetime:
+    """``value`` as a time (an ISO 8601 text or a datetime; one without an offset is UTC),
+    else ``ValueError`` naming the argument ``name``."""
+    try:
+        parsed = value if isinstance(value, dt.datetime) else dt.datetime.fromisoformat(value)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{name} must be an ISO 8601 time, got {value!r}") from err
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
 
 
 def check_source(source: str | None) -> str:

@@ -23,6 +23,7 @@ from airflow_cdc.jobs import (
     MAX_PENDING_WALL_SECONDS,
     bookkeeping_location,
     check_source,
+    check_time,
     table_location,
 )
 from airflow_cdc.lineage import (
@@ -288,12 +289,7 @@ class ApplyChangesOperator(SparkJobOperator):
             raise ValueError("transactions=True needs consistent_cut=True: the cut waits for them")
         if self.consistent_cut:
             for name in ("cut_at", "interval_start"):
-                try:
-                    dt.datetime.fromisoformat(getattr(self, name))
-                except (TypeError, ValueError) as err:
-                    raise ValueError(
-                        f"{name} must be an ISO 8601 time, got {getattr(self, name)!r}"
-                    ) from err
+                check_time(getattr(self, name), name)
             cut = ["--cut-at", self.cut_at, "--interval-start", self.interval_start]
             if self.transactions:
                 cut.append("--transactions")
@@ -401,12 +397,7 @@ class LandAndApplyOperator(ApplyChangesOperator):
                 "land must be a KinesisLanding, KafkaLanding or FilesLanding"
                 f" (airflow_cdc.operators.land), got {self.land!r}"
             )
-        try:
-            dt.datetime.fromisoformat(self.resolved_target)
-        except (TypeError, ValueError) as err:
-            raise ValueError(
-                f"resolved_target must be an ISO 8601 time, got {self.resolved_target!r}"
-            ) from err
+        check_time(self.resolved_target, "resolved_target")
         for name in ("poke_interval", "timeout"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0 seconds, got {getattr(self, name)!r}")

@@ -55,21 +55,24 @@ class Landing:
         does not name one (formats with in-band resolved markers need it)."""
         raise NotImplementedError
 
-    def lateness(self, record_format: str | None = None) -> float:
-        """Seconds the job subtracts from its horizon for the resolved timestamp: none for a
-        format whose in-band markers are exact."""
-        fmt = self.record_format or record_format
-        return 0.0 if fmt in IN_BAND_RESOLVED else float(self.lateness_seconds)
-
-    def __repr__(self) -> str:  # as the task's rendered fields show it
-        fields = ", ".join(f"{k}={v!r}" for k, v in sorted(vars(self).items()))
-        return f"{type(self).__name__}({fields})"
-
     def job_env(self) -> dict[str, str]:
         return {}
 
     def lineage_inputs(self) -> list[InputDataset]:
         return []
+
+    def format(self, record_format: str | None = None) -> str | None:
+        """The records' format: the landing's own, else ``record_format``."""
+        return self.record_format or record_format
+
+    def lateness(self, record_format: str | None = None) -> float:
+        """Seconds the job subtracts from its horizon for the resolved timestamp: none for a
+        format whose in-band markers are exact."""
+        return 0.0 if self.format(record_format) in IN_BAND_RESOLVED else self.lateness_seconds
+
+    def __repr__(self) -> str:  # as the task's rendered fields show it
+        fields = ", ".join(f"{k}={v!r}" for k, v in sorted(vars(self).items()))
+        return f"{type(self).__name__}({fields})"
 
 
 class KinesisLanding(Landing):
@@ -183,8 +186,7 @@ class KafkaLanding(Landing):
             "--max-records-per-partition",
             str(self.max_records_per_partition),
         ]
-        fmt = self.record_format or record_format
-        if fmt:
+        if fmt := self.format(record_format):
             args += ["--format", fmt]
         return args
 
@@ -229,8 +231,7 @@ class FilesLanding(Landing):
         args = ["--path", self.path, "--lateness-seconds", check_lateness(self.lateness_seconds)]
         if self.layout != "kinesis":
             args += ["--layout", self.layout]
-        fmt = self.record_format or record_format
-        if fmt:
+        if fmt := self.format(record_format):
             args += ["--format", fmt]
         return args
 

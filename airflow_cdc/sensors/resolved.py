@@ -12,7 +12,7 @@ from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
 from airflow_cdc.core.exceptions import ResolvedTimestampUnavailable
 from airflow_cdc.core.resolved_state import read_state
 from airflow_cdc.cuts import published_cut
-from airflow_cdc.jobs import published_cut_path, resolved_state_path
+from airflow_cdc.jobs import check_time, published_cut_path, resolved_state_path
 from airflow_cdc.triggers.resolved import ResolvedTimestampTrigger
 
 WAIT_FOR = ("resolved", "cut")
@@ -69,11 +69,7 @@ class ResolvedTimestampSensor(BaseSensorOperator):
         return resolved_state_path(self.warehouse, self.source)
 
     def _target(self) -> dt.datetime:
-        try:
-            parsed = dt.datetime.fromisoformat(self.target)
-        except (TypeError, ValueError) as err:
-            raise ValueError(f"target must be an ISO 8601 time, got {self.target!r}") from err
-        return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
+        return check_time(self.target, "target")
 
     def poke(self, context: Context) -> bool | PokeReturnValue:
         target = self._target()

@@ -34,6 +34,7 @@ from airflow_cdc.cuts import PublishedCut, read_published
 from airflow_cdc.jobs import (
     bookkeeping_location,
     check_source,
+    check_time,
     published_cut_path,
     resolved_state_path,
 )
@@ -101,11 +102,7 @@ def boundary_memory_path(warehouse: str, source: str, mode: str, interval: int) 
 
 
 def _utc(value: str | dt.datetime, name: str) -> dt.datetime:
-    try:
-        parsed = value if isinstance(value, dt.datetime) else dt.datetime.fromisoformat(value)
-    except (TypeError, ValueError) as err:
-        raise ValueError(f"{name} must be an ISO 8601 time, got {value!r}") from err
-    return parsed.astimezone(dt.UTC) if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
+    return check_time(value, name).astimezone(dt.UTC)
 
 
 @dataclass(frozen=True)
