@@ -134,12 +134,13 @@ def run(spark, fmt: str, args: argparse.Namespace) -> bool:  # type: ignore[no-u
     return balanced
 
 
-# What a round measures. The first runs every plan for the first time in this JVM: Spark
-# generates and compiles its code, and the JIT compiles that and the project's share of
-# Spark's own (as a spark-submit job pays on every batch). Later rounds run warm, as the
-# figures of the issue that set the goals were measured.
+# What a round measures. The first runs the format's plans for the first time in this JVM
+# (for a format measured after another, those the other did not run): Spark generates and
+# compiles their code, and the JIT compiles that and the share of Spark's own code they use,
+# as a spark-submit job pays on every batch. Later rounds run warm, as the figures of the
+# issue that set the goals were measured.
 ROUNDS = {
-    1: "each plan's first run in this JVM (code generation and JIT included)",
+    1: "the format's first run in this JVM (code generation and JIT included)",
     2: "warm: the same plans again",
 }
 
@@ -422,6 +423,8 @@ def main() -> int:
         help="changes applied with and without a consistent cut (0: skip)",
     )
     args = parser.parse_args()
+    if args.rounds < 1:
+        parser.error(f"--rounds must be at least 1, got {args.rounds}")
     formats = args.format or ["dsql"]
     if "all" in formats:
         formats = ["dsql", *change_stream.FORMATS]
