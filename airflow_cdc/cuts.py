@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_cdc.core.exceptions import ResolvedTimestampUnavailable
-from airflow_cdc.jobs import bookkeeping_location, check_source, published_cut_path
+from airflow_cdc.jobs import bookkeeping_location, check_source, check_time, published_cut_path
 
 TIME_TRAVEL_CHECK = (
     "spark.databricks.delta.vacuum.enforceTimeTravelWithinDeletedFileRetentionDuration"
@@ -57,22 +57,21 @@ class PublishedCut:
         }
 
 
-def _time(value: Any) -> dt.datetime | None:
+def _time(value: Any, name: str) -> dt.datetime | None:
     if value is None:
         return None
-    parsed = value if isinstance(value, dt.datetime) else dt.datetime.fromisoformat(str(value))
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
+    return check_time(value if isinstance(value, dt.datetime) else str(value), name)
 
 
 def parse_published(text: str) -> PublishedCut:
     """The cut in the apply job's pointer file (JSON)."""
     state = json.loads(text)
-    at, end = _time(state["cut_at"]), _time(state["interval_end"])
+    at, end = _time(state["cut_at"], "cut_at"), _time(state["interval_end"], "interval_end")
     assert at is not None and end is not None
     return PublishedCut(
         source=state["source"],
         at=at,
-        interval_start=_time(state.get("interval_start")),
+        interval_start=_time(state.get("interval_start"), "interval_start"),
         interval_end=end,
         heuristic=bool(state["heuristic"]),
         tables=dict(state["tables"]),
@@ -109,7 +108,7 @@ def read_cut(spark: Any, warehouse: str, source: str, at: Any = None) -> dict[st
     check_source(source)
     cuts = spark.read.format("delta").load(bookkeeping_location(warehouse, "cuts"))
     chosen = cuts.where(F.col("source") == source)
-    when = _time(at)
+    when = _time(at, "at")
     if when is not None:
         chosen = chosen.where(F.col("cut_at") <= F.lit(when).cast("timestamp"))
     row = chosen.orderBy(F.col("cut_at").desc()).first()

@@ -194,7 +194,7 @@ def one_round(spark: Any, fmt: str, total: int, dump: str, work: Path) -> bool:
     )
     print(f"landed = {' + '.join(STATUSES)}:", "yes" if balanced else "NO")
     shutil.rmtree(work, ignore_errors=True)
-    return bool(balanced)
+    return balanced
 
 
 def growth(spark: Any, args: argparse.Namespace) -> None:

@@ -8,7 +8,7 @@ import math
 import re
 from collections.abc import Callable
 
-from airflow_cdc.jobs import check_source
+from airflow_cdc.jobs import check_source, check_time
 
 BATCH_ID = re.compile(r"[A-Za-z0-9_.:+\-]{1,64}")
 
@@ -79,10 +79,9 @@ def batch_id(value: str) -> str:
 def instant(value: str) -> dt.datetime:
     """An ISO 8601 time; one without an offset is UTC."""
     try:
-        parsed = dt.datetime.fromisoformat(value)
+        return check_time(value, "the argument")
     except ValueError as err:
         raise argparse.ArgumentTypeError(f"expected an ISO 8601 time, got {value!r}") from err
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
 
 
 def source_name(value: str) -> str:

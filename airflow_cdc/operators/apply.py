@@ -385,7 +385,7 @@ class LandAndApplyOperator(ApplyChangesOperator):
             raise AirflowSensorTimeout(
                 f"{stats['waiting']}; waited {self.timeout:.0f} s since {first.isoformat()}"
             )
-        target = dt.datetime.fromisoformat(stats["resolved_target"])
+        target = check_time(self.resolved_target, "resolved_target")
         earliest = target + dt.timedelta(seconds=self.land.lateness(self.record_format))
         again = min(max(now + dt.timedelta(seconds=self.poke_interval), earliest), deadline)
         self.log.info("%s; landing again at %s", stats["waiting"], again.isoformat())
