@@ -238,6 +238,13 @@ def delta_spark_conf(
         # batch's materialized stages spill to disk (about a third of apply_changes' time at
         # 200k records). A cluster sets its own through ``spark_conf``.
         "spark.driver.memory": "4g",
+        # A large apply keeps its materialized stages as serialized blocks
+        # (:func:`spark_jobs.session.fit_storage`), which Kryo writes and reads at a fraction
+        # of Java serialization's cost. Measured on 2 cores, warm, one apply of 998,092 DSQL
+        # records (``scripts/profile_apply.py``): kept as Java objects 118.3 s, the
+        # collector's threads busy 32.8 s; serialized by Java 118.4 s; serialized by Kryo
+        # 103.2 s, the collector 7.8 s.
+        "spark.serializer": "org.apache.spark.serializer.KryoSerializer",
         # Batch jobs want throughput: the parallel collector ran small applies 10-20% faster
         # than the default G1 on two cores (G1's concurrent work competes with the tasks).
         # Spark reads a VARIANT recursively (to_json, schema_of_variant): a value nested as

@@ -6,8 +6,11 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any, TypeVar
 
+from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.util import inheritable_thread_target
+
+from spark_jobs.session import stores_serialized
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -47,10 +50,21 @@ def in_parallel(
     return [future.result() for future in futures]
 
 
+# How a large batch's materialized stages are kept (:func:`spark_jobs.session.fit_storage`):
+# serialized blocks in memory (spilled to disk past it), not a Java object per row. A local
+# master's tasks run in the driver's heap, where a million rows kept as objects had the
+# parallel collector copying them again and again (a quarter of the JVM's CPU); the jobs'
+# sessions serialize with Kryo (``spark.serializer`` in
+# :func:`airflow_cdc.jobs.delta_spark_conf`).
+SERIALIZED = StorageLevel(True, True, False, False, 1)
+
+
 def checkpoint_counting(frame: DataFrame, **metrics: Column) -> tuple[DataFrame, dict[str, Any]]:
-    """``frame`` materialized (``localCheckpoint``), and ``metrics`` (aggregates, by name)
-    over its rows, computed as the checkpoint is written: no query of their own."""
+    """``frame`` materialized (``localCheckpoint``; as :data:`SERIALIZED` blocks where the job
+    keeps them so), and ``metrics`` (aggregates, by name) over its rows, computed as the
+    checkpoint is written: no query of their own."""
     seen = Observation()
     named = [metric.alias(name) for name, metric in metrics.items()]
-    materialized = frame.observe(seen, *named).localCheckpoint()
+    level = SERIALIZED if stores_serialized(frame.sparkSession) else None
+    materialized = frame.observe(seen, *named).localCheckpoint(storageLevel=level)
     return materialized, seen.get

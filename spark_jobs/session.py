@@ -108,6 +108,32 @@ def fit_codegen(spark: SparkSession, records: int | None) -> bool:
     return spark.conf.get(_CODEGEN[0][0], "true") == _CODEGEN[0][1]
 
 
+# An apply of at least this many landed rows keeps its large materialized stages as
+# serialized blocks (:data:`spark_jobs.frames.SERIALIZED`), a smaller one as a Java object
+# per row (Spark's default). Measured on 2 cores, warm, one apply of DSQL records
+# (``scripts/profile_apply.py`` and ``make bench``): at 998,092 records, 118.3 s kept as
+# objects (the parallel collector's threads busy 32.8 s of the JVM's CPU), 103.2 s
+# serialized by Kryo (the collector 7.8 s); at 201,604 records, where the heap holds them
+# easily, 37.1 s as objects and 42.2 s serialized. Between the two it was not measured.
+SERIALIZED_FROM = 500_000
+# The session's setting for the job's materialized stages (set per job: a session may run
+# several jobs in turn).
+_SERIALIZED = "spark.airflow_cdc.materialize.serialized"
+
+
+def fit_storage(spark: SparkSession, records: int | None) -> bool:
+    """Keep the job's materialized stages serialized when it works on at least
+    :data:`SERIALIZED_FROM` records (``None``: as objects); whether they are."""
+    serialized = records is not None and records >= SERIALIZED_FROM
+    spark.conf.set(_SERIALIZED, str(serialized).lower())
+    return serialized
+
+
+def stores_serialized(spark: SparkSession) -> bool:
+    """Whether the job keeps its materialized stages serialized (:func:`fit_storage`)."""
+    return spark.conf.get(_SERIALIZED, "false") == "true"
+
+
 # One block at a time sets the session's conf (tables are applied in parallel threads), so
 # that each restores what was set before it.
 _SESSION_CONF = threading.RLock()

@@ -8,24 +8,38 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pyspark.sql import DataFrame
 
 from cdc_demo.dsql_stream import differences, envelope, generate, write_ndjson
-from spark_jobs import apply, apply_changes, session
+from spark_jobs import apply, apply_changes, frames, session
 from spark_jobs.ledger import current_status
 from tests.spark.pipeline import land_dump, live_rows, process
 
 pytestmark = pytest.mark.spark
 
 
-@pytest.mark.parametrize("mode", ["interpreted", "compiled", "large target"])
+@pytest.mark.parametrize("mode", ["interpreted", "compiled", "large target", "serialized"])
 def test_dump_to_tables_matches_the_generator(
     spark: Any, warehouse: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str
 ) -> None:
     """Either way Spark evaluates the batch (a small batch runs interpreted, a large one
     compiled: :func:`spark_jobs.session.fit_codegen`; the MERGE into a large table runs
-    compiled, and the job's setting holds again after it), the tables are the generator's."""
+    compiled, and the job's setting holds again after it; a large batch keeps its
+    materialized stages serialized: :func:`spark_jobs.session.fit_storage`), the tables are
+    the generator's."""
     if mode == "compiled":
         monkeypatch.setattr(session, "INTERPRETED_BELOW", 0)
+    if mode == "serialized":
+        monkeypatch.setattr(session, "SERIALIZED_FROM", 0)
+    levels: list[Any] = []
+    frame_class = type(spark.range(1))
+    checkpoint = frame_class.localCheckpoint
+
+    def recorded_level(frame: DataFrame, eager: bool = True, storageLevel: Any = None) -> Any:
+        levels.append(storageLevel)
+        return checkpoint(frame, eager, storageLevel)
+
+    monkeypatch.setattr(frame_class, "localCheckpoint", recorded_level)
     merges: list[bool] = []
     if mode == "large target":
         monkeypatch.setattr(apply, "LARGE_TARGET_BYTES", -1)  # even the new, empty tables
@@ -43,6 +57,8 @@ def test_dump_to_tables_matches_the_generator(
     stats = process(warehouse, "b1")
     compiled = mode == "compiled"
     assert stats["apply"]["interpreted"] is not compiled
+    assert stats["apply"]["serialized"] is (mode == "serialized")
+    assert (frames.SERIALIZED in levels) is (mode == "serialized")
     assert spark.conf.get("spark.sql.codegen.wholeStage") == str(compiled).lower()
     if mode == "large target":
         assert merges == [True, True]  # customers, order_items
