@@ -245,6 +245,9 @@ def delta_spark_conf(
         # collector's threads busy 32.8 s; serialized by Java 118.4 s; serialized by Kryo
         # 103.2 s, the collector 7.8 s.
         "spark.serializer": "org.apache.spark.serializer.KryoSerializer",
+        # Kryo serializes some values whole into one buffer (a task's result; Spark's default
+        # limit is 64m), and one row may hold an image of up to 128 MiB: its largest buffer.
+        "spark.kryoserializer.buffer.max": "2047m",
         # Batch jobs want throughput: the parallel collector ran small applies 10-20% faster
         # than the default G1 on two cores (G1's concurrent work competes with the tasks).
         # Spark reads a VARIANT recursively (to_json, schema_of_variant): a value nested as
