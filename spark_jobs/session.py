@@ -110,11 +110,11 @@ def fit_codegen(spark: SparkSession, records: int | None) -> bool:
 
 # An apply of at least this many landed rows keeps its large materialized stages as
 # serialized blocks (:data:`spark_jobs.frames.SERIALIZED`), a smaller one as a Java object
-# per row (Spark's default). Measured on 2 cores, warm, one apply of DSQL records
-# (``scripts/profile_apply.py`` and ``make bench``): at 998,092 records, 118.3 s kept as
-# objects (the parallel collector's threads busy 32.8 s of the JVM's CPU), 103.2 s
-# serialized by Kryo (the collector 7.8 s); at 201,604 records, where the heap holds them
-# easily, 37.1 s as objects and 42.2 s serialized. Between the two it was not measured.
+# per row (Spark's default). Measured on 2 cores, warm, applies of 998,092 DSQL records
+# alternated in one JVM: 137.3 and 129.9 s kept as objects (20.0 and 21.0 s of collector
+# pauses), 111.5 and 119.9 s serialized by Kryo (8.2 and 9.6 s). At 201,604 records, where
+# the heap holds them easily, ``make bench`` took 42.2 s serialized against 37.1 s as
+# objects (a run of the day before). Between the two sizes it was not measured.
 SERIALIZED_FROM = 500_000
 # The session's setting for the job's materialized stages (set per job: a session may run
 # several jobs in turn).
