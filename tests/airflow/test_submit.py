@@ -73,6 +73,8 @@ def test_apply_job_spec_exactly(monkeypatch: pytest.MonkeyPatch) -> None:
             "spark.sql.sources.parallelPartitionDiscovery.parallelism": "16",
             "spark.sql.codegen.cache.maxEntries": "1000",
             "spark.driver.memory": "4g",
+            "spark.serializer": "org.apache.spark.serializer.KryoSerializer",
+            "spark.kryoserializer.buffer.max": "2047m",
             "spark.driver.extraJavaOptions": "-XX:+UseParallelGC -Xss8m",
             "spark.executor.extraJavaOptions": "-XX:+UseParallelGC -Xss8m",
             "spark.python.sql.dataFrameDebugging.enabled": "false",
