@@ -240,10 +240,8 @@ def delta_spark_conf(
         "spark.driver.memory": "4g",
         # A large apply keeps its materialized stages as serialized blocks
         # (:func:`spark_jobs.session.fit_storage`), which Kryo writes and reads at a fraction
-        # of Java serialization's cost. Measured on 2 cores, warm, one apply of 998,092 DSQL
-        # records (``scripts/profile_apply.py``): kept as Java objects 118.3 s, the
-        # collector's threads busy 32.8 s; serialized by Java 118.4 s; serialized by Kryo
-        # 103.2 s, the collector 7.8 s.
+        # of Java serialization's cost: one apply of 998,092 DSQL records, serialized by
+        # Java 118.4 s, by Kryo 103.2 s (2 cores, warm, ``scripts/profile_apply.py``).
         "spark.serializer": "org.apache.spark.serializer.KryoSerializer",
         # Kryo serializes some values whole into one buffer (a task's result; Spark's default
         # limit is 64m), and one row may hold an image of up to 128 MiB: its largest buffer.

@@ -66,7 +66,7 @@ from spark_jobs.frames import checkpoint_counting, in_parallel
 from spark_jobs.ledger import CONTROL, QUARANTINED, Outcomes, per_record, union_all
 from spark_jobs.parse import RTYPES, parse_records
 from spark_jobs.runs import start, write_stats
-from spark_jobs.session import fit_codegen, fit_storage
+from spark_jobs.session import fit_to_size
 from spark_jobs.times import from_micros
 from spark_jobs.warehouse import RECORD, JobContext
 
@@ -536,9 +536,7 @@ def replay_quarantine(ctx: JobContext, args: Any, specs: list[TableSpec]) -> dic
     stats["replay"] = replay
     if records is None or records.isEmpty():
         return finish(ctx, args, specs, stats)
-    replayed = records.count()
-    stats["interpreted"] = fit_codegen(ctx.spark, replayed)
-    stats["serialized"] = fit_storage(ctx.spark, replayed)
+    stats.update(fit_to_size(ctx.spark, records.count()))
     outcomes = Outcomes(source, JOB_NAME, ctx.run_id)
     record_limits = RecordLimits(args.max_fragments_per_image, args.max_number_length)
     parsed = parse_records(records, args.format, record_limits)
@@ -633,9 +631,7 @@ def run(ctx: JobContext, args: Any) -> dict[str, Any]:
         write_stats(args.stats_file, stats)
         return stats
     records = batch_records(ctx, source)
-    size = batch_size(ctx, source)
-    stats["interpreted"] = fit_codegen(ctx.spark, size)
-    stats["serialized"] = fit_storage(ctx.spark, size)
+    stats.update(fit_to_size(ctx.spark, batch_size(ctx, source)))
     done = final_ids(ctx, source, [ctx.batch_id])
     todo = records if done is None else records.join(done, "record_id", "left_anti")
     holding = None

@@ -10,15 +10,14 @@ from pyspark.sql import SparkSession
 
 from airflow_cdc.storage import configure_object_storage
 from spark_jobs.files import write_file
-from spark_jobs.session import fit_codegen, fit_storage, get_session, set_commit_metadata
+from spark_jobs.session import fit_to_size, get_session, set_commit_metadata
 from spark_jobs.warehouse import JobContext, Warehouse
 
 
 def start(job: str, version: str, args: argparse.Namespace) -> JobContext:
     spark = get_session(f"airflow-cdc-{job}")
     configure_object_storage(spark)
-    fit_codegen(spark, None)  # Spark's defaults until the job knows its size
-    fit_storage(spark, None)
+    fit_to_size(spark, None)  # Spark's defaults until the job knows its size
     set_commit_metadata(
         spark, job=job, job_version=version, airflow_run_id=args.run_id, batch_id=args.batch_id
     )

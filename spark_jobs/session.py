@@ -129,6 +129,15 @@ def fit_storage(spark: SparkSession, records: int | None) -> bool:
     return serialized
 
 
+def fit_to_size(spark: SparkSession, records: int | None) -> dict[str, bool]:
+    """:func:`fit_codegen` and :func:`fit_storage` for a job on ``records`` records (``None``:
+    Spark's defaults); what they chose, as the job's stats say it."""
+    return {
+        "interpreted": fit_codegen(spark, records),
+        "serialized": fit_storage(spark, records),
+    }
+
+
 def stores_serialized(spark: SparkSession) -> bool:
     """Whether the job keeps its materialized stages serialized (:func:`fit_storage`)."""
     return spark.conf.get(_SERIALIZED, "false") == "true"
