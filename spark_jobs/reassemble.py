@@ -17,6 +17,7 @@ except the CRC32C of a complete image's text, which runs through Arrow, for thos
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -381,32 +382,73 @@ def _assemble_sets(candidates: DataFrame, fragments: DataFrame, clock: Clock) ->
             )
         ),
     ).where(F.col("chunk_id").isNotNull())
-    # One row per index of a chunk id: its lowest and highest data (two differ: a conflict),
-    # the delivery used (the lowest record id) and every delivery.
-    pieces = fragments.groupBy("chunk_id", "frag_index").agg(
-        F.min("frag_data").alias("data"),
-        F.max("frag_data").alias("_highest"),
-        F.min(F.struct("record_id", "batch_id")).alias("used"),
-        F.collect_list(F.struct("record_id", "batch_id")).alias("copies"),
+    # Each chunk id's deliveries in one row, in order: by index, then data (two different
+    # data at one index: a conflict), then record id (the first delivery of an index is the
+    # one used). Grouped once by chunk id, the fragments' data moves in one shuffle, and the
+    # images (few, small) join it where it is.
+    sort_key = F.struct(
+        F.col("frag_index").alias("i"), F.col("frag_data").alias("data"), "record_id", "batch_id"
     )
-    index, total = F.col("frag_index"), F.col("total")
-    inside = index < total
+    by_chunk = fragments.groupBy("chunk_id").agg(
+        F.array_sort(F.collect_list(sort_key)).alias("_deliveries")
+    )
+    deliveries = F.col("_deliveries")
+
+    def follows_same_index(d: Column, k: Column) -> Column:
+        """Whether delivery ``d`` at position ``k`` has the index of the one before it."""
+        return F.get(deliveries, k - 1)["i"] == d["i"]
+
+    def differs(d: Column, k: Column) -> Column:
+        return follows_same_index(d, k) & (F.get(deliveries, k - 1)["data"] != d["data"])
+
+    per_chunk = by_chunk.select(
+        "chunk_id",
+        F.filter(
+            deliveries, lambda d, k: ~F.coalesce(follows_same_index(d, k), F.lit(False))
+        ).alias("_firsts"),
+        F.filter(deliveries, differs).alias("_clashes"),
+        F.transform(
+            deliveries,
+            lambda d: F.struct(d["record_id"].alias("record_id"), d["batch_id"].alias("batch_id")),
+        ).alias("copies"),
+    )
+    total = F.col("total")
+
+    def indices(frame: str, keep: Callable[[Column], Column]) -> Column:
+        return F.transform(F.filter(frame, keep), lambda d: d["i"])
+
+    inside = F.coalesce(F.filter("_firsts", lambda d: d["i"] < total), F.array().cast(_PIECES))
     gathered = (
-        images.join(pieces, "chunk_id", "left")
-        .groupBy("record_id", "image_no", "image", "total", "crc")
-        .agg(
-            F.min(F.when(~inside, index)).alias("past"),
-            F.min(F.when(inside & (F.col("data") != F.col("_highest")), index)).alias("conflict"),
-            F.collect_list(F.when(inside, F.struct(index.alias("i"), "data"))).alias("pieces"),
-            F.collect_list(F.when(inside, F.col("used"))).alias("used"),
-            F.flatten(F.collect_list("copies")).alias("copies"),
+        images.join(per_chunk, "chunk_id", "left")
+        .select(
+            "record_id",
+            "image_no",
+            "image",
+            "total",
+            "crc",
+            F.array_min(indices("_firsts", lambda d: d["i"] >= total)).alias("past"),
+            F.array_min(indices("_clashes", lambda d: d["i"] < total)).alias("conflict"),
+            inside.alias("_inside"),
+            F.coalesce("copies", F.array().cast(_IDS)).alias("copies"),
         )
+        .select(
+            "*",
+            # One per index inside the set, in order.
+            F.transform(
+                "_inside", lambda d: F.struct(d["i"].alias("i"), d["data"].alias("data"))
+            ).alias("pieces"),
+            F.transform(
+                "_inside",
+                lambda d: F.struct(
+                    d["record_id"].alias("record_id"), d["batch_id"].alias("batch_id")
+                ),
+            ).alias("used"),
+        )
+        .drop("_inside")
     )
-    present = F.col("pieces")  # one per index inside the set
+    present = F.col("pieces")
     complete = F.col("past").isNull() & F.col("conflict").isNull() & (F.size(present) == total)
-    text = F.when(
-        complete, F.array_join(F.transform(F.array_sort(present), lambda p: p["data"]), "")
-    )
+    text = F.when(complete, F.array_join(F.transform(present, lambda p: p["data"]), ""))
     whole = WholeJson()
     texts = gathered.select("*", text.alias("_text"))
     read = texts.select(
@@ -554,6 +596,7 @@ def _assemble_sets(candidates: DataFrame, fragments: DataFrame, clock: Clock) ->
 
 
 _IDS = "ARRAY<STRUCT<record_id: STRING, batch_id: STRING>>"
+_PIECES = "ARRAY<STRUCT<i: BIGINT, data: STRING, record_id: STRING, batch_id: STRING>>"
 _MISSING = "ARRAY<STRUCT<image_no: INT, text: STRING>>"
 
 
