@@ -59,12 +59,16 @@ def in_parallel(
 SERIALIZED = StorageLevel(True, True, False, False, 1)
 
 
+def materialize(frame: DataFrame) -> DataFrame:
+    """``frame`` computed once and kept for the job (``localCheckpoint``), as
+    :data:`SERIALIZED` blocks where the job keeps its large stages so."""
+    level = SERIALIZED if stores_serialized(frame.sparkSession) else None
+    return frame.localCheckpoint(storageLevel=level)
+
+
 def checkpoint_counting(frame: DataFrame, **metrics: Column) -> tuple[DataFrame, dict[str, Any]]:
-    """``frame`` materialized (``localCheckpoint``; as :data:`SERIALIZED` blocks where the job
-    keeps them so), and ``metrics`` (aggregates, by name) over its rows, computed as the
-    checkpoint is written: no query of their own."""
+    """``frame`` materialized (:func:`materialize`), and ``metrics`` (aggregates, by name) over
+    its rows, computed as the checkpoint is written: no query of their own."""
     seen = Observation()
     named = [metric.alias(name) for name, metric in metrics.items()]
-    level = SERIALIZED if stores_serialized(frame.sparkSession) else None
-    materialized = frame.observe(seen, *named).localCheckpoint(storageLevel=level)
-    return materialized, seen.get
+    return materialize(frame.observe(seen, *named)), seen.get

@@ -25,6 +25,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from airflow_cdc.core.reassembly import checksum
+from spark_jobs.frames import materialize
 from spark_jobs.json_columns import WholeJson
 from spark_jobs.ledger import DUPLICATE, PENDING, per_record, union_all
 from spark_jobs.parse import (
@@ -592,7 +593,7 @@ def _assemble_sets(candidates: DataFrame, fragments: DataFrame, clock: Clock) ->
             F.array_distinct(F.concat(F.array(main), copies)).alias("members"),
         )
     )
-    return settled.localCheckpoint()
+    return materialize(settled)
 
 
 _IDS = "ARRAY<STRUCT<record_id: STRING, batch_id: STRING>>"

@@ -30,7 +30,7 @@ from airflow_cdc.core.ddl import ColumnSpec, TableSpec
 from airflow_cdc.core.formats.common import UNORDERED
 from airflow_cdc.core.rows import type_conflicts
 from airflow_cdc.core.types import column_of, column_of_spark, spark_type, widen, widens
-from spark_jobs.frames import checkpoint_counting
+from spark_jobs.frames import checkpoint_counting, materialize
 from spark_jobs.ledger import DUPLICATE, SUPERSEDED, per_record, union_all
 from spark_jobs.parse import IMAGE, failure
 from spark_jobs.schemas import quoted
@@ -604,10 +604,10 @@ def resolve_keys(decoded: DataFrame, keys: list[str]) -> tuple[DataFrame, DataFr
         F.col("_cdc_sequence").desc(), F.col("_cdc_record_id").asc()
     )
     # Materialized once: the winners and the ledger's losers both come from it.
-    ranked = (
-        decoded.withColumn("_cdc_rank", F.row_number().over(per_key))
-        .withColumn("_cdc_newest", F.first("_cdc_sequence").over(per_key))
-        .localCheckpoint()
+    ranked = materialize(
+        decoded.withColumn("_cdc_rank", F.row_number().over(per_key)).withColumn(
+            "_cdc_newest", F.first("_cdc_sequence").over(per_key)
+        )
     )
     winners = ranked.where(F.col("_cdc_rank") == 1).drop("_cdc_rank", "_cdc_newest")
     losers = per_record(
@@ -657,11 +657,13 @@ def fold_partials(decoded: DataFrame, keys: list[str]) -> tuple[DataFrame, DataF
         .alias("_cdc_f_pos"),
     )
     full = F.col("_cdc_set_columns").isNull() & ~duplicate
-    ranked = ranked.select(
-        "*",
-        F.max(F.when(full, F.col("_cdc_f_pos"))).over(whole).alias("_cdc_f_start"),
-        F.max(sequence).over(whole).alias("_cdc_f_newest"),
-    ).localCheckpoint()
+    ranked = materialize(
+        ranked.select(
+            "*",
+            F.max(F.when(full, F.col("_cdc_f_pos"))).over(whole).alias("_cdc_f_start"),
+            F.max(sequence).over(whole).alias("_cdc_f_newest"),
+        )
+    )
     unique = ranked.where(~duplicate)
     start, pos = F.col("_cdc_f_start"), F.col("_cdc_f_pos")
     superseded = unique.where(start.isNotNull() & (pos < start))
@@ -754,9 +756,9 @@ def fold_partials(decoded: DataFrame, keys: list[str]) -> tuple[DataFrame, DataF
             return specials
         return origin[name]
 
-    folded = groups.select(
-        *[value(n).cast(decoded.schema[n].dataType).alias(n) for n in names]
-    ).localCheckpoint()
+    folded = materialize(
+        groups.select(*[value(n).cast(decoded.schema[n].dataType).alias(n) for n in names])
+    )
     losers = union_all(
         [
             per_record(
