@@ -26,8 +26,8 @@ Then:
   per table before and after.
 
 It prints records/s per stage and end to end, one line per ratio (baseline time over the
-project's end-to-end time, higher is faster), and the peak resident memory of the whole
-process tree (driver JVM, Python workers).
+project's end-to-end time, higher is faster), and the peak memory of the driver, its JVM and
+the Python workers (proportional set size: :class:`PeakMemory`).
 Figures come from one run on this machine; nothing here is a test.
 """
 

@@ -407,7 +407,8 @@ def _assemble_sets(candidates: DataFrame, fragments: DataFrame, clock: Clock) ->
         F.filter(
             deliveries, lambda d, k: ~F.coalesce(follows_same_index(d, k), F.lit(False))
         ).alias("_firsts"),
-        F.filter(deliveries, differs).alias("_clashes"),
+        # Indexes only: a row carries each fragment's data as few times as it can.
+        F.transform(F.filter(deliveries, differs), lambda d: d["i"]).alias("_clashes"),
         F.transform(
             deliveries,
             lambda d: F.struct(d["record_id"].alias("record_id"), d["batch_id"].alias("batch_id")),
@@ -428,7 +429,7 @@ def _assemble_sets(candidates: DataFrame, fragments: DataFrame, clock: Clock) ->
             "total",
             "crc",
             F.array_min(indices("_firsts", lambda d: d["i"] >= total)).alias("past"),
-            F.array_min(indices("_clashes", lambda d: d["i"] < total)).alias("conflict"),
+            F.array_min(F.filter("_clashes", lambda i: i < total)).alias("conflict"),
             inside.alias("_inside"),
             F.coalesce("copies", F.array().cast(_IDS)).alias("copies"),
         )
