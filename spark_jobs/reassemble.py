@@ -17,7 +17,6 @@ except the CRC32C of a complete image's text, which runs through Arrow, for thos
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -416,9 +415,6 @@ def _assemble_sets(candidates: DataFrame, fragments: DataFrame, clock: Clock) ->
     )
     total = F.col("total")
 
-    def indices(frame: str, keep: Callable[[Column], Column]) -> Column:
-        return F.transform(F.filter(frame, keep), lambda d: d["i"])
-
     inside = F.coalesce(F.filter("_firsts", lambda d: d["i"] < total), F.array().cast(_PIECES))
     gathered = (
         images.join(per_chunk, "chunk_id", "left")
@@ -428,7 +424,9 @@ def _assemble_sets(candidates: DataFrame, fragments: DataFrame, clock: Clock) ->
             "image",
             "total",
             "crc",
-            F.array_min(indices("_firsts", lambda d: d["i"] >= total)).alias("past"),
+            F.array_min(
+                F.transform(F.filter("_firsts", lambda d: d["i"] >= total), lambda d: d["i"])
+            ).alias("past"),
             F.array_min(F.filter("_clashes", lambda i: i < total)).alias("conflict"),
             inside.alias("_inside"),
             F.coalesce("copies", F.array().cast(_IDS)).alias("copies"),
