@@ -46,7 +46,7 @@ from airflow_cdc.core.formats.cockroach import split_batch
 from airflow_cdc.core.ordering import pad_decimal
 from airflow_cdc.core.types import MAX_MICROS, MIN_MICROS
 from spark_jobs.arguments import base_parser, source_name
-from spark_jobs.json_columns import WholeJson, is_base64
+from spark_jobs.json_columns import WholeJson, base64_bytes
 from spark_jobs.landing import (
     Checkpoint,
     ShardTask,
@@ -66,7 +66,7 @@ from spark_jobs.times import from_micros, to_micros
 from spark_jobs.warehouse import RECORD, JobContext
 
 JOB_NAME = "land_files"
-JOB_VERSION = "1.2.15"
+JOB_VERSION = "1.2.16"
 LAYOUTS = ("kinesis", "kafka", "lines")
 LINE_WIDTH = 20
 SUFFIXES = (".ndjson", ".jsonl", ".json", ".txt", ".RESOLVED")
@@ -371,6 +371,7 @@ def kinesis_dump_records(ctx: JobContext, source: str, tasks: list[ShardTask]) -
         F.schema_of_variant("_arrival").alias("_arrival_kind"),
         F.schema_of_variant("_partition").alias("_partition_kind"),
     )
+    fields = fields.select("*", base64_bytes(F.col("_data_text")).alias("_data"))
     data_text, arrival, arrival_kind = (
         F.col("_data_text"),
         F.col("_arrival"),
@@ -393,7 +394,7 @@ def kinesis_dump_records(ctx: JobContext, source: str, tasks: list[ShardTask]) -
             ~F.coalesce(F.col("_object"), F.lit(False)) | data_text.isNull(),
             F.lit("bad dump line: a line must be an object with a base64 Data field"),
         )
-        .when(~is_base64(data_text), F.lit("bad dump line: Data is not Base64"))
+        .when(F.col("_data").isNull(), F.lit("bad dump line: Data is not Base64"))
         .when(
             arrival.isNotNull() & (arrival_kind != "VOID") & F.col("_arrival_ts").isNull(),
             F.lit("bad dump line: ApproximateArrivalTimestamp is not a time"),
@@ -418,7 +419,7 @@ def kinesis_dump_records(ctx: JobContext, source: str, tasks: list[ShardTask]) -
             ).otherwise(F.to_json(partition)),
         ).alias("partition_key"),
         F.when(good, F.col("_arrival_ts")).alias("arrival_ts"),
-        F.when(good, F.unbase64(data_text)).otherwise(F.encode("line", "utf-8")).alias("data"),
+        F.when(good, F.col("_data")).otherwise(F.encode("line", "utf-8")).alias("data"),
         F.col("_error").alias("envelope_error"),
         F.lit(RECORD).alias("kind"),
         F.lit(None).cast("boolean").alias("shard_closed"),
@@ -451,6 +452,7 @@ def land_kinesis_dumps(
             F.max("_number").alias("last"),
             F.count(F.lit(1)).alias("lines"),
             F.max("_block").alias("blocks"),
+            F.count_if(~F.col("_blank")).alias("records"),
             # As microseconds: a collected TIMESTAMP is naive in the driver's local zone.
             F.unix_micros(F.max(F.when(~F.col("_blank"), F.col("arrival_ts")))).alias("newest"),
         )
@@ -473,7 +475,8 @@ def land_kinesis_dumps(
         F.lit(ctx.batch_id).alias("batch_id"),
         F.lit(run).alias("land_run"),
     )
-    stats = commit(ctx, source, tasks, staged, progress, land_seq, lateness, run)
+    counted = {shard: int(row["records"]) for shard, row in summary.items()}
+    stats = commit(ctx, source, tasks, staged, progress, land_seq, lateness, run, counted=counted)
     stats.update(waves=1, shards_pending=[])
     return stats
 

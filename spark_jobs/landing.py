@@ -167,10 +167,12 @@ def commit(
     lateness_us: int,
     run: str,
     tips: dict[str, dict[str, int]] | None = None,
+    counted: dict[str, int] | None = None,
 ) -> dict[str, Any]:
     """Append what a run read (records, then one progress row per shard read) with the
     carried progress of the other shards, in one idempotent Delta commit; then record the
-    source's resolved timestamp."""
+    source's resolved timestamp. ``counted``: the records per shard in ``staged``, where the
+    caller counted them already (counted here otherwise)."""
     resolved = resolved_timestamp(
         [ShardProgress(c.shard_id, c.horizon_us, c.closed) for c in progress.values()],
         lateness_us,
@@ -179,8 +181,10 @@ def commit(
     per_shard: dict[str, int] = {}
     if staged is not None:
         records = staged.where(F.col("kind") == RECORD)
-        counted = records.groupBy("shard_id").agg(F.count(F.lit(1)).alias("n")).collect()
-        per_shard = {r["shard_id"]: int(r["n"]) for r in counted}
+        if counted is None:
+            found = records.groupBy("shard_id").agg(F.count(F.lit(1)).alias("n")).collect()
+            counted = {r["shard_id"]: int(r["n"]) for r in found}
+        per_shard = {shard: n for shard, n in counted.items() if n}
         landed = sum(per_shard.values())
         fit_codegen(ctx.spark, landed)
         # One progress row per known shard, as this run leaves it: the newest run's rows are

@@ -51,7 +51,7 @@ from airflow_cdc.core.types import (
     decimal_shape,
     spark_type,
 )
-from spark_jobs.json_columns import WholeJson, is_base64
+from spark_jobs.json_columns import WholeJson, base64_bytes
 
 _INT_KINDS = ("TINYINT", "SMALLINT", "INT", "BIGINT")
 _RANGES = {
@@ -418,10 +418,7 @@ def _bytea(column: ColumnSpec, json: _Json) -> _Result:
     # out, from the left, is whitespace (no repeated group: Java's would recurse per pair).
     unpaired = F.regexp_replace(hex_text, "[0-9a-fA-F]{2}", "")
     is_hex = text.startswith("\\x") & hex_text.rlike(_HEX_CHARS) & ~unpaired.rlike("[0-9a-fA-F]")
-    base64_form = is_base64(text)
-    value = F.when(is_hex, F.try_to_binary(hex_digits, F.lit("hex"))).when(
-        base64_form, F.try_to_binary(text, F.lit("base64"))
-    )
+    value = F.when(is_hex, F.try_to_binary(hex_digits, F.lit("hex"))).otherwise(base64_bytes(text))
     problem = F.when(~json.is_string, F.lit("is not a string (bytea)")).when(
         value.isNull(), F.lit("is neither \\x hex nor Base64")
     )
