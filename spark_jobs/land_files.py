@@ -27,7 +27,6 @@ a closed shard whose horizon is its newest arrival time; for formats with in-ban
 
 from __future__ import annotations
 
-import base64
 import binascii
 import datetime as dt
 from collections.abc import Iterator
@@ -44,7 +43,7 @@ from airflow_cdc.core.exceptions import RecordFormatError
 from airflow_cdc.core.formats import IN_BAND_RESOLVED, resolved_marker
 from airflow_cdc.core.formats.cockroach import split_batch
 from airflow_cdc.core.ordering import pad_decimal
-from airflow_cdc.core.types import MAX_MICROS, MIN_MICROS
+from airflow_cdc.core.types import MAX_MICROS, MIN_MICROS, padded_base64
 from spark_jobs.arguments import base_parser, source_name
 from spark_jobs.json_columns import WholeJson, base64_bytes
 from spark_jobs.landing import (
@@ -66,7 +65,7 @@ from spark_jobs.times import from_micros, to_micros
 from spark_jobs.warehouse import RECORD, JobContext
 
 JOB_NAME = "land_files"
-JOB_VERSION = "1.2.16"
+JOB_VERSION = "1.2.17"
 LAYOUTS = ("kinesis", "kafka", "lines")
 LINE_WIDTH = 20
 SUFFIXES = (".ndjson", ".jsonl", ".json", ".txt", ".RESOLVED")
@@ -79,7 +78,7 @@ def parse_line(line: str) -> tuple[bytes, str | None, dt.datetime | None, str | 
         doc = jsontext.loads_rfc8259(line)
         if not isinstance(doc, dict) or not isinstance(doc.get("Data"), str):
             raise ValueError("a line must be an object with a base64 Data field")
-        data = base64.b64decode(doc["Data"], validate=True)
+        data = padded_base64(doc["Data"])
         arrival = _timestamp(doc.get("ApproximateArrivalTimestamp"))
         partition_key = doc.get("PartitionKey")
         return data, str(partition_key) if partition_key is not None else None, arrival, None

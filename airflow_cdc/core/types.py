@@ -219,12 +219,28 @@ def _text(column: ColumnSpec, value: Any) -> Decoded:
     return Decoded(value)
 
 
+# Padded standard Base64 (RFC 4648, section 4): alphabet characters, then at most two "=",
+# in groups of four.
+_BASE64 = re.compile(r"[A-Za-z0-9+/]*={0,2}")
+
+
+def padded_base64(text: str) -> bytes:
+    """The bytes of padded standard Base64 ``text``.
+
+    :raises binascii.Error: for any other text, including padding after a whole group
+        ("AAAA=", which Python's decoder takes) and a last group without its padding.
+    """
+    if len(text) % 4 or not _BASE64.fullmatch(text):
+        raise binascii.Error("not padded standard Base64")
+    return base64.b64decode(text, validate=True)
+
+
 def _bytea(column: ColumnSpec, value: Any) -> Decoded:
     _expect(column, value, str)
     if value.startswith("\\x"):
         return Decoded(bytes.fromhex(value[2:]))
     try:
-        return Decoded(base64.b64decode(value, validate=True))
+        return Decoded(padded_base64(value))
     except binascii.Error as err:
         raise DecodeError(column.name, f"{value[:40]!r} is not Base64: {err}") from err
 

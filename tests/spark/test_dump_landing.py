@@ -112,6 +112,7 @@ def dump_line(**fields: Any) -> bytes:
 
 
 DATA = base64.b64encode(b'{"type": "full"}').decode()
+FULL_GROUPS = base64.b64encode(b'{"type": "full"}  ').decode()  # no padding
 # Lines of every form, as the JVM reads them and as FileReader (the layout's specification,
 # in Python) reads them.
 LINES = [
@@ -128,6 +129,9 @@ LINES = [
     # Bad lines: landed as their text, with the reason.
     dump_line(Data="not base64!"),
     dump_line(Data=DATA[:-1]),
+    # Padding after a whole group (Python's decoder takes it), or too much of it.
+    *(dump_line(Data=FULL_GROUPS + pad) for pad in ("=", "==", "====")),
+    dump_line(Data=DATA + "=="),
     # Base64 of a length that is a multiple of four, then a line terminator (before which
     # Java's "$" also matches): not Base64.
     *(dump_line(Data=DATA[:20] + "ab=" + end) for end in ("\n", "\u2028", "\u0085")),

@@ -627,6 +627,8 @@ def bytea_texts(column: ColumnSpec, rng: Rng) -> tuple[list[str], Callable[[], s
     payloads = ("", "\\x", "=", "==", "A", "AA", "AA=", "AA==", "AAA=", "AAAA", "QQ==", "QR==")
     payloads += ("QUI=", "QUJ=", "\\x0", "\\xg0", "\\x 68", "\\x6 8", "\\x68 ", "\\xABCDEF")
     payloads += ("aGVsbG8=\n", "aGVsbG8\n", "aGVs\nbG8=", "aGVsbG8=\u2028", "\\x68\u2028")
+    # Padding after a whole group, which Python's decoder takes and Base64 does not have.
+    payloads += ("AAAA=", "AAAA==", "AAAA====", "QUJD=", "QQ===")
     fixed = [json.dumps(p) for p in payloads] + [_long(rng, "QUJD"), *OTHER_JSON]
 
     def draw() -> str:
