@@ -17,8 +17,8 @@ def base64_bytes(text: Column) -> Column:
     three bytes, the last group padded. A text the decoder refuses, or one holding a character
     it skips, fails that count. Measured on the Data of 201,604 Kinesis records (warm, 2
     cores): reading, checking and decoding them took 2.0-2.2 s so, 4.4 s with a regex for the
-    check. ``tests/spark/test_json_columns.py`` holds it to the rule written as a regex; the
-    core reads Base64 by the same rule (:func:`airflow_cdc.core.types.padded_base64`)."""
+    check. ``tests/spark/test_json_columns.py`` holds it to the core's reading of Base64
+    (:func:`airflow_cdc.core.types.padded_base64`)."""
     decoded = F.try_to_binary(text, F.lit("base64"))
     # In 64 bits: three times the length of a text past 682 MiB is past an INT (ANSI mode
     # would fail the job).
