@@ -18,7 +18,6 @@ Debezium's ``io.debezium.time`` types (``Date``, ``Time``, ``MicroTime``, ``Nano
 
 from __future__ import annotations
 
-import base64
 import binascii
 import functools
 from collections import deque
@@ -37,6 +36,7 @@ from typing import Any
 
 from airflow_cdc.core import jsontext
 from airflow_cdc.core.exceptions import RecordFormatError
+from airflow_cdc.core.types import padded_base64
 
 _PRIMITIVES = {
     "int8": "tinyint",
@@ -203,9 +203,11 @@ def _decimal_text(field: dict[str, Any], value: Any) -> Any:
     if not isinstance(encoded, str) or not isinstance(scale, int) or isinstance(scale, bool):
         raise RecordFormatError("decode_error", f"decimal {value!r} has no Base64 value and scale")
     try:
-        raw = base64.b64decode(encoded, validate=True)
+        raw = padded_base64(encoded)
     except binascii.Error as err:
-        raise RecordFormatError("decode_error", f"decimal {encoded!r} is not Base64") from err
+        raise RecordFormatError("decode_error", f"decimal {encoded[:40]!r} is not Base64") from err
+    if not raw:  # Connect's reader (BigInteger of no bytes) refuses it too
+        raise RecordFormatError("decode_error", "decimal has no bytes")
     unscaled = int.from_bytes(raw, "big", signed=True)
     # At least the integer's digits (log10(2) < 10/33), counted without writing it out:
     # Python writes no integer of more than 4,300 digits.

@@ -126,3 +126,30 @@ def test_a_decimal_longer_than_python_writes_an_integer_stays_exact() -> None:
     assert record.after is not None
     amount = record.after["amount"]
     assert len(amount) == 5002 and amount.startswith("1000") and amount.endswith("00.07")
+
+
+@pytest.mark.parametrize(
+    "encoded",
+    [
+        "AAAA=",  # padding after a whole group: Python's decoder takes it
+        "AAAA====",
+        "AQI",  # a last group without its padding
+        "AQ I=",
+        "AQÎ=",  # not ASCII: Python's decoder raises ValueError, not binascii.Error
+        "AQ\u0662=",
+    ],
+)
+def test_a_decimal_that_is_not_padded_base64_is_a_decode_error(encoded: str) -> None:
+    schema = {"type": "bytes", "name": DECIMAL, "parameters": {"scale": "2"}}
+    with pytest.raises(RecordFormatError) as caught:
+        parsed(envelope(schema, encoded))
+    assert caught.value.reason == "decode_error"
+    assert "is not Base64" in str(caught.value)
+
+
+def test_a_decimal_of_no_bytes_is_a_decode_error() -> None:
+    # Connect reads the bytes as a BigInteger, which has at least one byte.
+    schema = {"type": "bytes", "name": DECIMAL, "parameters": {"scale": "2"}}
+    with pytest.raises(RecordFormatError) as caught:
+        parsed(envelope(schema, ""))
+    assert caught.value.reason == "decode_error"
