@@ -201,7 +201,9 @@ def _decimal_text(field: dict[str, Any], value: Any) -> Any:
     else:
         return value
     if not isinstance(encoded, str) or not isinstance(scale, int) or isinstance(scale, bool):
-        raise RecordFormatError("decode_error", f"decimal {value!r} has no Base64 value and scale")
+        raise RecordFormatError(
+            "decode_error", f"decimal {repr(value)[:60]} has no Base64 value and scale"
+        )
     try:
         raw = padded_base64(encoded)
     except binascii.Error as err:

@@ -153,3 +153,17 @@ def test_a_decimal_of_no_bytes_is_a_decode_error() -> None:
     with pytest.raises(RecordFormatError) as caught:
         parsed(envelope(schema, ""))
     assert caught.value.reason == "decode_error"
+    assert "no bytes" in str(caught.value)
+
+
+@pytest.mark.parametrize(("encoded", "message"), [("AAAA=", "is not Base64"), ("", "no bytes")])
+def test_a_variable_scale_decimal_is_held_to_the_same_rule(encoded: str, message: str) -> None:
+    schema = {"type": "struct", "name": "io.debezium.data.VariableScaleDecimal"}
+    assert parsed(envelope(schema, {"scale": 2, "value": "AQI="})).after == {
+        "id": 1,
+        "amount": "2.58",
+    }
+    with pytest.raises(RecordFormatError) as caught:
+        parsed(envelope(schema, {"scale": 2, "value": encoded}))
+    assert caught.value.reason == "decode_error"
+    assert message in str(caught.value)

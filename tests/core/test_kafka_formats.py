@@ -694,3 +694,12 @@ def test_a_key_the_schemas_cannot_read_is_kept_as_written():
         "created": 1_700_000_000_000_000,
         "price": 12.34,
     }
+    # Text the Decimal rule refuses (over-padded, no bytes, not ASCII) is kept as written too,
+    # for the column's decoder to refuse: never a number it does not spell (over-padding and
+    # no bytes once read as 0.00).
+    for text in ("AAAA=", "", "AQÎ="):
+        key = {"created": 1_700_000_000_000, "price": text}
+        assert change("debezium", keyed(), key=key).key == {
+            "created": 1_700_000_000_000_000,
+            "price": text,
+        }
