@@ -48,7 +48,7 @@ from spark_jobs.times import from_micros
 log = logging.getLogger("airflow_cdc.jobs")
 
 JOB_NAME = "land_kafka"
-JOB_VERSION = "1.1.4"
+JOB_VERSION = "1.1.5"
 OFFSET_WIDTH = 20
 
 

@@ -425,6 +425,20 @@ def test_cdl_heartbeats_advance_the_resolved_timestamp_and_are_never_rows():
     assert control.resolved_us == 1707047996013 * 1000
 
 
+def test_a_cdl_20_heartbeat_is_placed_on_the_database_clock():
+    # Seed, the field table: "source.ts_ms | Timestamp when a database change occurs", while
+    # the payload's ts_ms is the "Timestamp when the source connector processes an event",
+    # later by the connector's lag (the 2.0 sample: 1707048891235 against 1707048984208).
+    heartbeat = {**CDL_20["payload"], "message_type": "1", "after": None}
+    control = parse("cdl", {"schema": None, "payload": heartbeat})
+    assert isinstance(control, Control) and control.kind == HEARTBEAT
+    assert control.resolved_us == 1707048891235 * 1000
+    # With only the connector's time, the heartbeat says nothing about the database.
+    bare = {"message_type": "1", "message_version": "2.0", "ts_ms": 1707048984208}
+    control = parse("cdl", {"schema": None, "payload": bare})
+    assert isinstance(control, Control) and control.resolved_us is None
+
+
 def test_cdl_20_is_debezium_with_unique():
     # Seed: the open-source Debezium JSON sample (message_version 2.0).
     value = CDL_20

@@ -361,7 +361,11 @@ def _heartbeat(payload: dict[str, Any]) -> Control | None:
     message_type = payload.get("message_type")
     if message_type is None or str(message_type) == "0":
         return None
-    ts_ms = payload.get("TIMESTAMP", payload.get("ts_ms"))
+    # The database's clock, as changes are placed: CDL 1.0's TIMESTAMP, or 2.0's source.ts_ms
+    # ("Timestamp when a database change occurs"). The payload's own ts_ms is when the
+    # connector processed the event, later by its lag: as a resolved mark it would claim
+    # changes it has not read yet, so a heartbeat with only that time places nothing.
+    ts_ms = payload.get("TIMESTAMP")
     if ts_ms is None and isinstance(payload.get("source"), dict):
         ts_ms = payload["source"].get("ts_ms")
     resolved = integer(ts_ms, "heartbeat time") * 1000 if ts_ms is not None else None
