@@ -31,6 +31,7 @@ from typing import Any
 from airflow_cdc.core.events import Message
 from airflow_cdc.core.formats import IN_BAND_RESOLVED, MESSAGE_KEYED, resolved_marker
 from airflow_cdc.core.ordering import pad_decimal
+from airflow_cdc.core.types import MAX_MICROS
 from airflow_cdc.jobs import KAFKA_CONFIG_ENV, OFFSETS_BEHIND
 from spark_jobs.arguments import base_parser
 from spark_jobs.landing import (
@@ -48,7 +49,7 @@ from spark_jobs.times import from_micros
 log = logging.getLogger("airflow_cdc.jobs")
 
 JOB_NAME = "land_kafka"
-JOB_VERSION = "1.1.5"
+JOB_VERSION = "1.1.6"
 OFFSET_WIDTH = 20
 
 
@@ -184,9 +185,7 @@ class KafkaPartitionReader:
         if self.fmt is not None and self.fmt not in MESSAGE_KEYED:
             key_error = None  # a format that never reads the key
         _, millis = message.timestamp()
-        arrival = (
-            dt.datetime.fromtimestamp(millis / 1000, dt.UTC) if millis and millis > 0 else None
-        )
+        arrival, time_error = arrival_time(millis)
         position = pad_decimal(offset, OFFSET_WIDTH)
         row = record_row(
             f"kafka:{shard}@{offset}",
@@ -197,13 +196,24 @@ class KafkaPartitionReader:
             key_text,
             arrival,
             value,
-            key_error,
+            key_error or time_error,
         )
         found = None
         if self.fmt in IN_BAND_RESOLVED and value is not None:
             text = value.decode("utf-8", errors="replace")
             found = resolved_marker(self.fmt, Message(text, key_text, position, topic))
         return row, found
+
+
+def arrival_time(millis: int | None) -> tuple[dt.datetime | None, str | None]:
+    """A message's timestamp as its arrival time (none for Kafka's "no timestamp", -1), and
+    the envelope error of one past the year 9999 in UTC, which no time here can hold (a
+    producer sets it; the ``kafka`` dump layout refuses such a line alike)."""
+    if millis is None or millis <= 0:
+        return None, None
+    if millis * 1000 > MAX_MICROS:
+        return None, f"the message timestamp {millis} lies past the year 9999 in UTC"
+    return from_micros(millis * 1000), None
 
 
 def message_key(key: bytes | None) -> tuple[str | None, str | None]:

@@ -12,7 +12,7 @@ import pytest
 
 from cdc_demo.change_stream import DDL, TOPIC, generate
 from cdc_demo.kafka import create_topic, produce
-from spark_jobs import land_kafka
+from spark_jobs import land_files, land_kafka
 from spark_jobs.warehouse import RECORD, Warehouse
 from tests.spark.pipeline import process
 
@@ -124,8 +124,10 @@ def test_a_capped_run_reports_the_offsets_it_left_behind_the_tip(
 class Delivered:
     """A consumed Kafka message, as confluent_kafka's ``Message`` answers the reader."""
 
-    def __init__(self, key: bytes | None, value: bytes | None) -> None:
-        self._key, self._value = key, value
+    def __init__(
+        self, key: bytes | None, value: bytes | None, millis: int = 1_767_225_600_000
+    ) -> None:
+        self._key, self._value, self._millis = key, value, millis
 
     def offset(self) -> int:
         return 7
@@ -137,7 +139,7 @@ class Delivered:
         return self._value
 
     def timestamp(self) -> tuple[int, int]:
-        return 1, 1_767_225_600_000
+        return 1, self._millis  # TIMESTAMP_CREATE_TIME
 
 
 def test_a_message_key_that_is_not_utf8_is_an_envelope_error() -> None:
@@ -157,3 +159,25 @@ def test_a_message_key_that_is_not_utf8_is_an_envelope_error() -> None:
     keyed = envelope_error("debezium")
     assert keyed is not None and keyed.startswith("the message key is not UTF-8")
     assert envelope_error("ydb") is None
+
+
+def test_a_message_timestamp_past_the_year_9999_is_an_envelope_error() -> None:
+    # A producer sets a message's CreateTime, and brokers before Kafka 4.0 take any: read as
+    # a time, one past the year 9999 failed the task, and every re-run with it, at the same
+    # offset. It is refused as the kafka dump layout refuses it; the record still lands.
+    reader = land_kafka.KafkaPartitionReader("b", {}, "s", {}, dt.datetime.now(dt.UTC), "ydb", 10)
+
+    def landed(millis: int) -> tuple[Any, Any]:
+        row, _ = reader._record("items/0", "items", Delivered(b"k", b"{}", millis))
+        return row[6], row[8]  # arrival_ts, envelope_error
+
+    last = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z
+    assert landed(last) == (dt.datetime(9999, 12, 31, 23, 59, 59, 999000, tzinfo=dt.UTC), None)
+    for millis in (last + 1, 10**15, 2**63 - 1):
+        arrival, error = landed(millis)
+        assert arrival is None
+        assert error == f"the message timestamp {millis} lies past the year 9999 in UTC"
+    assert landed(-1) == (None, None)  # Kafka's "no timestamp"
+    dump_line = json.dumps({"value": "{}", "timestamp": 10**15})
+    with pytest.raises(ValueError):
+        land_files.kafka_line(dump_line)
