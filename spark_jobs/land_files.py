@@ -65,10 +65,14 @@ from spark_jobs.times import from_micros, to_micros
 from spark_jobs.warehouse import RECORD, JobContext
 
 JOB_NAME = "land_files"
-JOB_VERSION = "1.2.18"
+JOB_VERSION = "1.2.19"
 LAYOUTS = ("kinesis", "kafka", "lines")
 LINE_WIDTH = 20
 SUFFIXES = (".ndjson", ".jsonl", ".json", ".txt", ".RESOLVED")
+# What a line's content can make its reading raise: a line nested deeper than Python's
+# recursion limit (a few KB of brackets) is such a line, not a failure of the task, which
+# every re-run would meet again after the same checkpoint.
+LINE_ERRORS = (ValueError, TypeError, OverflowError, RecursionError)
 
 
 def parse_line(line: str) -> tuple[bytes, str | None, dt.datetime | None, str | None]:
@@ -82,7 +86,7 @@ def parse_line(line: str) -> tuple[bytes, str | None, dt.datetime | None, str | 
         arrival = _timestamp(doc.get("ApproximateArrivalTimestamp"))
         partition_key = doc.get("PartitionKey")
         return data, str(partition_key) if partition_key is not None else None, arrival, None
-    except (ValueError, binascii.Error, TypeError, OverflowError) as err:
+    except (*LINE_ERRORS, binascii.Error) as err:
         # The line as it was read: bytes that are not UTF-8 came in as lone surrogates.
         return line.encode("utf-8", "surrogateescape"), None, None, f"bad dump line: {err}"
 
@@ -207,7 +211,7 @@ class FileReader:
         if self.layout == "kafka":
             try:
                 doc = kafka_line(text)
-            except (ValueError, TypeError, OverflowError) as err:
+            except LINE_ERRORS as err:
                 row = record_row(
                     record_id,
                     None,
@@ -243,7 +247,7 @@ class FileReader:
     ) -> Iterator[tuple[tuple[Any, ...], dt.datetime | None, Message | None]]:
         try:
             messages = split_batch(jsontext.loads(text))
-        except (ValueError, RecordFormatError):
+        except (*LINE_ERRORS, RecordFormatError):
             messages = None  # not a batch (or not JSON): one message, parsed later
         position = f"{path}#{line_key}"
         if messages is None:

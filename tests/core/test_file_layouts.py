@@ -105,3 +105,22 @@ def test_a_bad_kinesis_line_that_is_not_utf8_lands_as_its_bytes(tmp_path: Path) 
     (bad,) = [r for r in read(dump, "kinesis", "ydb") if r["kind"] == "record"]
     assert bad["envelope_error"].startswith("bad dump line: ")
     assert bytes(bad["data"]) == line
+
+
+def test_a_line_nested_past_the_recursion_limit_lands_as_a_bad_line(tmp_path: Path) -> None:
+    # About 2 KB of brackets: Python's reader raised RecursionError, which failed the task
+    # on every retry at the same line. Each layout lands the line as its text instead.
+    deep = "[" * 2000 + "]" * 2000
+    dump = tmp_path / "part-0.ndjson"
+    for layout, line, error in [
+        ("kinesis", json.dumps({"Data": "e30="})[:-1] + f', "n": {deep}}}', "bad dump line: "),
+        ("kafka", json.dumps({"offset": 1, "value": "v"})[:-1] + f', "n": {deep}}}', "bad Kafka"),
+        ("lines", deep, None),  # one message, which the parse quarantines (invalid_record)
+    ]:
+        dump.write_text(line + "\n")
+        (row,) = [r for r in read(dump, layout, "cockroachdb") if r["kind"] == "record"]
+        assert bytes(row["data"]) == line.encode()
+        if error is None:
+            assert row["envelope_error"] is None
+        else:
+            assert row["envelope_error"].startswith(error)

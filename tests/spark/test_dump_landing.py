@@ -153,6 +153,9 @@ LINES = [
     # Literals Python's json module reads and JSON does not have: refused by both readers.
     *(b'{"Data": "' + DATA.encode() + b'", "n": ' + word + b"}" for word in (b"NaN", b"Infinity")),
     b'{"Data": "' + DATA.encode() + b'", "ApproximateArrivalTimestamp": -Infinity}',
+    # Nested deeper than either reader goes (Python's recursion limit, Jackson's nesting
+    # limit): refused by both, and no failure of the task.
+    b'{"Data": "' + DATA.encode() + b'", "n": ' + b"[" * 5000 + b"]" * 5000 + b"}",
     # A number past a double's range is JSON: both readers take it.
     b'{"Data": "' + DATA.encode() + b'", "n": 1e999}',
     # A document, then more: the reader refuses the line, so nothing after it is lost.
