@@ -90,3 +90,17 @@ def source_name(value: str) -> str:
         return check_source(value)
     except ValueError as err:
         raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def landed_source(parser: argparse.ArgumentParser, given: str | None, named: str) -> str:
+    """The source a landing job lands: ``--source`` (checked as it was parsed), else the
+    stream or topic ``named``, which must be a plain source name too: a source names
+    directories under the warehouse that the landing writes and clears (a stream named
+    ``..`` would be the bookkeeping itself). The parser's error, before any work, where it
+    is not."""
+    if given is not None:
+        return given
+    try:
+        return check_source(named)
+    except ValueError as err:
+        parser.error(f"{err}: name the source with --source")

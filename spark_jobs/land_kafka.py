@@ -33,7 +33,7 @@ from airflow_cdc.core.formats import IN_BAND_RESOLVED, MESSAGE_KEYED, resolved_m
 from airflow_cdc.core.ordering import pad_decimal
 from airflow_cdc.core.types import MAX_MICROS
 from airflow_cdc.jobs import KAFKA_CONFIG_ENV, OFFSETS_BEHIND
-from spark_jobs.arguments import base_parser
+from spark_jobs.arguments import base_parser, landed_source, source_name
 from spark_jobs.landing import (
     ShardTask,
     add_landing_arguments,
@@ -49,7 +49,7 @@ from spark_jobs.times import from_micros
 log = logging.getLogger("airflow_cdc.jobs")
 
 JOB_NAME = "land_kafka"
-JOB_VERSION = "1.1.6"
+JOB_VERSION = "1.1.7"
 OFFSET_WIDTH = 20
 
 
@@ -255,12 +255,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = base_parser(__doc__)
     parser.add_argument("--bootstrap-servers", required=True)
     parser.add_argument("--topic", action="append", required=True, help="repeat for several")
-    parser.add_argument("--source", help="name of the landed source (default: the first topic)")
+    parser.add_argument(
+        "--source", type=source_name, help="name of the landed source (default: the first topic)"
+    )
     parser.add_argument("--format", help="the records' format, read for in-band markers")
     add_landing_arguments(parser)
     parser.add_argument("--max-records-per-partition", type=int, default=1_000_000)
     args = parser.parse_args(argv)
-    source = args.source or args.topic[0]
+    source = landed_source(parser, args.source, args.topic[0])
     ctx = start(JOB_NAME, JOB_VERSION, args)
     checkpoints, land_seq = load_checkpoints(ctx, source)
     planned_at = dt.datetime.now(dt.UTC)

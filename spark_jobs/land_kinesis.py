@@ -17,7 +17,7 @@ from typing import Any
 
 from airflow_cdc.core.ordering import kinesis_sequence_key
 from airflow_cdc.jobs import MILLIS_BEHIND
-from spark_jobs.arguments import base_parser
+from spark_jobs.arguments import base_parser, landed_source, source_name
 from spark_jobs.landing import (
     ShardTask,
     add_landing_arguments,
@@ -29,7 +29,7 @@ from spark_jobs.landing import (
 from spark_jobs.runs import start, write_stats
 
 JOB_NAME = "land_kinesis"
-JOB_VERSION = "1.1.2"
+JOB_VERSION = "1.1.3"
 
 
 class Credentials:
@@ -206,14 +206,16 @@ def shard_tasks(shards: list[dict[str, Any]], checkpoints: dict[str, Any]) -> li
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = base_parser(__doc__)
     parser.add_argument("--stream", required=True)
-    parser.add_argument("--source", help="name of the landed source (default: the stream)")
+    parser.add_argument(
+        "--source", type=source_name, help="name of the landed source (default: the stream)"
+    )
     parser.add_argument("--endpoint-url", help="Kinesis endpoint; AWS itself when omitted")
     parser.add_argument("--region", default="us-east-1")
     parser.add_argument("--max-records-per-shard", type=int, default=1_000_000)
     add_landing_arguments(parser)
     args = parser.parse_args(argv)
+    source = landed_source(parser, args.source, args.stream)
     ctx = start(JOB_NAME, JOB_VERSION, args)
-    source = args.source or args.stream
     reader = KinesisShardReader(
         args.stream,
         args.endpoint_url,

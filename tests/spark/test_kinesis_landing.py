@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from cdc_demo import kinesis
 from cdc_demo.dsql_stream import TABLES, differences, generate
-from spark_jobs import land_kinesis
+from spark_jobs import land_kafka, land_kinesis
 from spark_jobs.land_kinesis import KinesisShardReader
 from spark_jobs.landing import ShardTask
 from tests.spark.pipeline import live_rows, process
@@ -137,3 +138,29 @@ def test_a_reader_stopped_by_its_cap_reports_how_far_behind_the_tip_it_is(
     landed, capped = tip(10)
     assert landed == 10 and capped["millis_behind_latest"] >= 1000
     assert tip(100) == (25, {"millis_behind_latest": 0})
+
+
+@pytest.mark.parametrize(
+    ("named", "given", "error"),
+    [
+        # Stream names Kinesis takes ([a-zA-Z0-9_.-]+) that are no source: the default
+        # source of ".." named the bookkeeping directory, whose stale entries a landing
+        # clears.
+        ("..", None, "name the source with --source"),
+        (".hidden", None, "name the source with --source"),
+        ("orders", "../orders", "--source: source must match"),
+    ],
+)
+def test_a_landing_job_refuses_a_source_that_is_no_plain_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], named: str, given: str | None, error: str
+) -> None:
+    warehouse = tmp_path / "warehouse"
+    source = [] if given is None else ["--source", given]
+    for main, stream in [
+        (land_kinesis.main, ["--stream", named]),
+        (land_kafka.main, ["--bootstrap-servers", "127.0.0.1:9", "--topic", named]),
+    ]:
+        with pytest.raises(SystemExit):
+            main(["--warehouse", str(warehouse), "--batch-id", "b", *stream, *source])
+        assert error in capsys.readouterr().err
+    assert not warehouse.exists()  # refused before any work
