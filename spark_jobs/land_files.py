@@ -65,7 +65,7 @@ from spark_jobs.times import from_micros, to_micros
 from spark_jobs.warehouse import RECORD, JobContext
 
 JOB_NAME = "land_files"
-JOB_VERSION = "1.2.19"
+JOB_VERSION = "1.2.20"
 LAYOUTS = ("kinesis", "kafka", "lines")
 LINE_WIDTH = 20
 SUFFIXES = (".ndjson", ".jsonl", ".json", ".txt", ".RESOLVED")
@@ -206,7 +206,9 @@ class FileReader:
                 data,
                 error,
             )
-            yield row, arrival, None
+            # A record's Data is the message: a marker of an in-band format is read from it.
+            text = data.decode("utf-8", errors="replace")
+            yield row, arrival, None if error else Message(text, partition_key, line_key)
             return
         if self.layout == "kafka":
             try:

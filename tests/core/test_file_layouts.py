@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 
@@ -124,3 +125,22 @@ def test_a_line_nested_past_the_recursion_limit_lands_as_a_bad_line(tmp_path: Pa
             assert row["envelope_error"] is None
         else:
             assert row["envelope_error"].startswith(error)
+
+
+def test_a_kinesis_layout_dump_of_an_in_band_format_reads_its_markers(tmp_path: Path) -> None:
+    # YDB's resolved message ({"resolved": [step, txId]}, the step in milliseconds) as a
+    # Kinesis record's Data: the reader sent the format's lines to Python to read markers,
+    # then passed none from this layout, and the source's resolved time stayed unknown.
+    def line(value: str, at: str) -> str:
+        data = base64.b64encode(value.encode()).decode()
+        return json.dumps({"Data": data, "ApproximateArrivalTimestamp": at}) + "\n"
+
+    dump = tmp_path / "shard-0.ndjson"
+    dump.write_text(
+        line('{"resolved": [1767225600000, 7]}', "2026-01-01T00:00:05Z")
+        + line('{"update": {"v": 1}, "key": [1], "ts": [1767225660000, 8]}', "2026-01-01T00:01:05Z")
+        + line('{"resolved": [1767225720000, 9]}', "2026-01-01T00:02:05Z")
+        + line('{"resolved": [1767225900000, 9]', "2026-01-01T00:05:05Z")  # no JSON: no marker
+    )
+    [progress] = [r for r in read(dump, "kinesis", "ydb") if r["kind"] == "progress"]
+    assert progress["horizon_ts"].isoformat() == "2026-01-01T00:02:00+00:00"
