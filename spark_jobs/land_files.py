@@ -22,7 +22,10 @@ data and the reason in ``envelope_error``, so that the reassemble step quarantin
 
 Resolved timestamp: a dump is a complete log up to its newest record, so each file counts as
 a closed shard whose horizon is its newest arrival time; for formats with in-band markers
-(``--format`` ydb, cockroachdb, cdl), the newest marker in the files instead.
+(``--format`` ydb, cockroachdb, cdl), the newest marker in the files instead. A marker
+resolves its own partition only: where ``kafka`` lines name their ``partition``, each
+partition is an open shard whose horizon is its newest marker in any file, and the source
+is resolved to the least of them.
 """
 
 from __future__ import annotations
@@ -65,7 +68,7 @@ from spark_jobs.times import from_micros, to_micros
 from spark_jobs.warehouse import RECORD, JobContext
 
 JOB_NAME = "land_files"
-JOB_VERSION = "1.2.20"
+JOB_VERSION = "1.2.21"
 LAYOUTS = ("kinesis", "kafka", "lines")
 LINE_WIDTH = 20
 SUFFIXES = (".ndjson", ".jsonl", ".json", ".txt", ".RESOLVED")
@@ -137,8 +140,12 @@ def kafka_line(line: str) -> dict[str, Any]:
     topic = doc.get("topic")
     if topic is not None and not isinstance(topic, str):
         raise ValueError(f"topic {topic!r} is not text")
+    partition = doc.get("partition")
+    if partition is not None and (not _is_integer(partition) or not 0 <= partition < 2**31):
+        raise ValueError(f"partition {partition!r} is not a partition number")
     return {
         "topic": _text(topic),
+        "partition": partition,
         "key": _text(doc.get("key")),
         "value": _text(doc["value"]),
         "offset": offset,
@@ -161,6 +168,9 @@ class FileReader:
         last: int | None = None
         newest: dt.datetime | None = None
         marker: int | None = None
+        # A kafka-layout line's partition, if it names one: its newest marker (None where
+        # its messages came with no marker).
+        partitions: dict[str, int | None] = {}
         with fsspec.open(task.shard_id, "rt", encoding="utf-8", errors="surrogateescape") as f:
             for number, line in enumerate(f, start=1):
                 if number <= start_after:
@@ -169,16 +179,29 @@ class FileReader:
                 text = line.rstrip("\n")
                 if not text.strip():
                     continue
-                for row, arrival, message in self._records(task.shard_id, number, text):
+                for row, arrival, message, partition in self._records(task.shard_id, number, text):
                     if arrival is not None and (newest is None or arrival > newest):
                         newest = arrival
                     found = resolved_marker(self.fmt, message) if self.fmt and message else None
-                    if found is not None and (marker is None or found > marker):
-                        marker = found
+                    if partition is not None:
+                        partitions[partition] = _newer(partitions.get(partition), found)
+                    else:
+                        marker = _newer(marker, found)
                     yield row
         final = str(last) if last is not None else task.after_sequence
         in_band = self.fmt in IN_BAND_RESOLVED
         horizon = from_micros(marker) if in_band else newest
+        if in_band:
+            # A marker resolves its own partition only ("no (previously unseen) rows with a
+            # lower update timestamp will be emitted on that partition", CockroachDB; YDB and
+            # CDL mark each partition alike): each partition is an open shard of the source,
+            # whatever files its lines are in. Its horizon, its newest marker in any of them,
+            # only moves forward (landing.land), and the source's resolved time is the least
+            # over partitions (a closed file then holds nothing back).
+            for partition, newest_marker in sorted(partitions.items()):
+                yield progress_row(
+                    self.source, partition, None, None, False, from_micros(newest_marker)
+                )
         yield progress_row(
             self.source,
             task.shard_id,
@@ -190,7 +213,9 @@ class FileReader:
 
     def _records(
         self, path: str, number: int, text: str
-    ) -> Iterator[tuple[tuple[Any, ...], dt.datetime | None, Message | None]]:
+    ) -> Iterator[tuple[tuple[Any, ...], dt.datetime | None, Message | None, str | None]]:
+        """Each record of a line: its raw row, arrival time, message (to read markers in),
+        and the partition a kafka-layout line names (:func:`partition_shard`)."""
         line_key = pad_decimal(number, LINE_WIDTH)
         record_id = f"file:{path}#{number}"
         if self.layout == "kinesis":
@@ -208,7 +233,7 @@ class FileReader:
             )
             # A record's Data is the message: a marker of an in-band format is read from it.
             text = data.decode("utf-8", errors="replace")
-            yield row, arrival, None if error else Message(text, partition_key, line_key)
+            yield row, arrival, None if error else Message(text, partition_key, line_key), None
             return
         if self.layout == "kafka":
             try:
@@ -225,7 +250,7 @@ class FileReader:
                     text.encode("utf-8", "surrogateescape"),
                     f"bad Kafka message line: {err}",
                 )
-                yield row, None, None
+                yield row, None, None, None
                 return
             offset = doc["offset"]
             position = pad_decimal(offset, LINE_WIDTH) if offset is not None else line_key
@@ -240,9 +265,13 @@ class FileReader:
                 doc["arrival"],
                 None if value is None else value.encode("utf-8", "surrogateescape"),
             )
-            yield row, doc["arrival"], Message(value, doc["key"], position, doc["topic"])
+            message = Message(value, doc["key"], position, doc["topic"])
+            partition = doc["partition"]
+            shard = None if partition is None else partition_shard(doc["topic"], partition)
+            yield row, doc["arrival"], message, shard
             return
-        yield from self._lines(path, number, text, record_id, line_key)
+        for row, arrival, line_message in self._lines(path, number, text, record_id, line_key):
+            yield row, arrival, line_message, None
 
     def _lines(
         self, path: str, number: int, text: str, record_id: str, line_key: str
@@ -279,6 +308,19 @@ class FileReader:
                 message.encode("utf-8", "surrogatepass"),
             )
             yield row, None, Message(message, None, sub)
+
+
+# Where a partition's markers are checkpointed: a shard of the source that no file is.
+PARTITION_SHARD = "partition:"
+
+
+def partition_shard(topic: str | None, partition: int) -> str:
+    """The shard id of a Kafka partition named by kafka-layout lines."""
+    return f"{PARTITION_SHARD}{topic or ''}/{partition}"
+
+
+def _newer(marker: int | None, found: int | None) -> int | None:
+    return found if marker is None or (found is not None and found > marker) else marker
 
 
 def list_files(path: str) -> list[str]:
@@ -471,8 +513,11 @@ def land_kinesis_dumps(
         # A file without new lines (or that shrank) keeps its checkpoint.
         final = str(found["last"]) if found is not None else task.after_sequence
         horizon = found["newest"] if found is not None else None
-        if horizon is None and task.shard_id in checkpoints:
-            horizon = checkpoints[task.shard_id].horizon_us
+        before = checkpoints.get(task.shard_id)
+        if before is not None and before.horizon_us is not None:
+            # Only forward, as landing.land moves it: lines appended with older arrivals
+            # do not take back what the file's earlier lines showed.
+            horizon = max(before.horizon_us, horizon or before.horizon_us)
         progress[task.shard_id] = Checkpoint(task.shard_id, final, True, horizon)
     staged = records.select(
         "*",

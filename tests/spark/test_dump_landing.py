@@ -268,3 +268,83 @@ def test_a_blocks_commit_metadata_is_undone_when_the_block_fails(spark: Any) -> 
         assert spark.conf.get(COMMIT_METADATA_CONF) == text
         raise RuntimeError("the append failed")
     assert spark.conf.get(COMMIT_METADATA_CONF, None) == before
+
+
+def cockroach_marker(topic: str, partition: int, offset: int, at: dt.datetime) -> str:
+    """A CockroachDB resolved message (JSON envelope) as a kafka-layout line."""
+    nanos = int((at - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)).total_seconds()) * 10**9
+    value = json.dumps({"resolved": f"{nanos}.0000000000"})
+    return json.dumps({"topic": topic, "partition": partition, "offset": offset, "value": value})
+
+
+def cockroach_row(topic: str, partition: int, offset: int, key: int) -> str:
+    value = json.dumps({"after": {"id": key}, "key": [key]})
+    return json.dumps({"topic": topic, "partition": partition, "offset": offset, "value": value})
+
+
+def resolved_ts(stats: dict[str, Any]) -> dt.datetime | None:
+    value = stats["resolved_ts"]
+    return None if value is None else dt.datetime.fromisoformat(value)
+
+
+def test_a_kafka_dump_is_resolved_by_its_least_resolved_partition(
+    warehouse: str, tmp_path: Path
+) -> None:
+    """Seed (CockroachDB): a resolved timestamp guarantees that no (previously unseen) rows
+    with a lower update timestamp will be emitted *on that partition*. A kafka-layout dump
+    holds each line's partition: the source is resolved to the least of its partitions'
+    newest markers, in whichever files they are (the reader took the newest marker in a file
+    for all of it, and the newest file for the source)."""
+    hour = dt.timedelta(hours=1)
+    nine, ten = START + 9 * hour, START + 10 * hour
+    dumps = tmp_path / "dumps"
+    dumps.mkdir()
+    # One file for both partitions: partition 1 is resolved to nine only.
+    both = dumps / "items-a.ndjson"
+    both.write_text(
+        "\n".join(
+            [
+                cockroach_row("items", 0, 0, 1),
+                cockroach_marker("items", 0, 1, ten),
+                cockroach_row("items", 1, 0, 2),
+                cockroach_marker("items", 1, 1, nine),
+            ]
+        )
+        + "\n"
+    )
+    stats = land_dump(warehouse, str(dumps), "b1", layout="kafka", fmt="cockroachdb")
+    assert resolved_ts(stats) == nine
+    state = json.loads(Path(warehouse, "_cdc", "resolved", "dump.json").read_text())
+    horizons = {s: v["horizon_ts"] for s, v in state["shards"].items() if s.startswith("part")}
+    assert horizons == {"partition:items/0": ten.isoformat(), "partition:items/1": nine.isoformat()}
+
+    # A file of its own for partition 1, and one for a new partition 2 without a marker yet:
+    # the source is not resolved until every partition is.
+    one, two = dumps / "items-b.ndjson", dumps / "items-c.ndjson"
+    one.write_text(cockroach_marker("items", 1, 2, ten + hour) + "\n")
+    two.write_text(cockroach_row("items", 2, 0, 3) + "\n")
+    stats = land_dump(warehouse, str(dumps), "b2", layout="kafka", fmt="cockroachdb")
+    assert resolved_ts(stats) is None
+
+    # Partition 2's marker arrives in its file; partition 0's older marker in a later file
+    # takes nothing back.
+    with two.open("a") as f:
+        f.write(cockroach_marker("items", 2, 1, ten + 2 * hour) + "\n")
+    (dumps / "items-d.ndjson").write_text(cockroach_marker("items", 0, 2, nine) + "\n")
+    stats = land_dump(warehouse, str(dumps), "b3", layout="kafka", fmt="cockroachdb")
+    assert resolved_ts(stats) == ten  # partition 0's newest marker
+    state = json.loads(Path(warehouse, "_cdc", "resolved", "dump.json").read_text())
+    assert state["resolved_ts"] == ten.isoformat()
+
+
+def test_lines_appended_with_older_arrivals_take_no_horizon_back(
+    warehouse: str, tmp_path: Path
+) -> None:
+    dump = tmp_path / "shard-000.ndjson"
+    dump.write_text(f"{kinesis_line(1)}\n{kinesis_line(3)}\n")
+    land_dump(warehouse, str(dump), "b1")
+    with dump.open("a") as f:
+        f.write(f"{kinesis_line(2)}\n")
+    stats = land_dump(warehouse, str(dump), "b2")
+    assert stats["landed"] == 1
+    assert stats["shards"][str(dump)]["horizon_ts"] == (START + dt.timedelta(seconds=3)).isoformat()
