@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import binascii
 import datetime as dt
+import re
 from collections.abc import Iterator
 from typing import Any, TypeGuard
 from urllib.parse import urlsplit
@@ -68,7 +69,7 @@ from spark_jobs.times import from_micros, to_micros
 from spark_jobs.warehouse import RECORD, JobContext
 
 JOB_NAME = "land_files"
-JOB_VERSION = "1.2.21"
+JOB_VERSION = "1.2.22"
 LAYOUTS = ("kinesis", "kafka", "lines")
 LINE_WIDTH = 20
 SUFFIXES = (".ndjson", ".jsonl", ".json", ".txt", ".RESOLVED")
@@ -357,7 +358,7 @@ def numbered_lines(ctx: JobContext, tasks: list[ShardTask]) -> DataFrame:
     line's number is then its index in the partition. :func:`check_numbering` verifies it.
     """
     reads = [
-        ctx.spark.read.text(task.shard_id)
+        ctx.spark.read.text(literal_path(task.shard_id))
         .select(
             F.lit(task.shard_id).alias("shard_id"),
             (F.monotonically_increasing_id() + 1).alias("number"),
@@ -384,6 +385,17 @@ def check_numbering(summary: dict[str, Row], tasks: list[ShardTask]) -> None:
                 f" ({row['lines']} lines after line {after}, the last numbered {row['last']});"
                 " nothing was landed"
             )
+
+
+# What Hadoop expands in a path it is given to read: its glob characters, and the escape.
+_GLOB_CHARACTERS = re.compile(r"([{}\[\]*?\\])")
+
+
+def literal_path(path: str) -> str:
+    """A listed file's path as Spark reads it literally: a reader expands glob characters in
+    a path it is given, so a file named ``part[1].ndjson`` was no file to it, and one named
+    ``a*.ndjson`` was every file it matched (each landing its lines as the one shard)."""
+    return _GLOB_CHARACTERS.sub(r"\\\1", path)
 
 
 def kinesis_dump_records(ctx: JobContext, source: str, tasks: list[ShardTask]) -> DataFrame:

@@ -90,6 +90,19 @@ def test_an_offset_that_is_no_position_is_a_bad_line_not_a_failed_read(tmp_path:
     assert widest["envelope_error"] is None and widest["seq_key"] == "9" * 20
 
 
+def test_a_partition_that_is_no_partition_number_is_a_bad_line(tmp_path: Path) -> None:
+    # A line's partition names the shard its markers resolve (cockroachdb, ydb, cdl).
+    dump = tmp_path / "part-0.ndjson"
+    partitions = [True, -1, 2**31, "0", 2**31 - 1]
+    dump.write_text(
+        "".join(json.dumps({"partition": p, "offset": 1, "value": "v"}) + "\n" for p in partitions)
+    )
+    rows = [r for r in read(dump, "kafka", "cockroachdb") if r["kind"] == "record"]
+    errors = [r["envelope_error"] for r in rows]
+    assert all(e.startswith("bad Kafka message line: partition") for e in errors[:-1])
+    assert errors[-1] is None
+
+
 def test_a_kafka_timestamp_that_is_a_boolean_is_a_bad_line(tmp_path: Path) -> None:
     dump = tmp_path / "part-0.ndjson"
     dump.write_text(json.dumps({"offset": 1, "timestamp": True, "value": "v"}) + "\n")

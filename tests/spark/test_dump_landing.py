@@ -348,3 +348,25 @@ def test_lines_appended_with_older_arrivals_take_no_horizon_back(
     stats = land_dump(warehouse, str(dump), "b2")
     assert stats["landed"] == 1
     assert stats["shards"][str(dump)]["horizon_ts"] == (START + dt.timedelta(seconds=3)).isoformat()
+
+
+def test_a_file_name_with_glob_characters_is_read_as_itself(
+    spark: Any, warehouse: str, tmp_path: Path
+) -> None:
+    # Spark's reader expands glob characters in a path it is given: "part[1]" matched no file
+    # (the landing failed on every run), and "a*" matched "ab" too.
+    dumps = tmp_path / "dumps"
+    dumps.mkdir()
+    names = ["part[1].ndjson", "a*.ndjson", "ab.ndjson", "c{d,e}.ndjson", "f?.ndjson", "g\\.ndjson"]
+    for offset, name in enumerate(names):
+        (dumps / name).write_text(f"{kinesis_line(10 * offset)}\n{kinesis_line(10 * offset + 1)}\n")
+    stats = land_dump(warehouse, str(dumps), "b1")
+    assert stats["landed"] == 2 * len(names)
+    raw = spark.read.format("delta").load(f"{warehouse}/_cdc/raw").where("kind = 'record'")
+    got = sorted((r["shard_id"], bytes(r["data"]).decode()) for r in raw.collect())
+    want = sorted(
+        (str(dumps / name), json.dumps({"n": 10 * offset + n}))
+        for offset, name in enumerate(names)
+        for n in (0, 1)
+    )
+    assert got == want
