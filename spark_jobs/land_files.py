@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import binascii
 import datetime as dt
+import logging
 import re
 from collections.abc import Iterator
 from typing import Any, TypeGuard
@@ -68,8 +69,10 @@ from spark_jobs.session import session_conf
 from spark_jobs.times import from_micros, to_micros
 from spark_jobs.warehouse import RECORD, JobContext
 
+log = logging.getLogger("airflow_cdc.jobs")
+
 JOB_NAME = "land_files"
-JOB_VERSION = "1.2.22"
+JOB_VERSION = "1.2.23"
 LAYOUTS = ("kinesis", "kafka", "lines")
 LINE_WIDTH = 20
 SUFFIXES = (".ndjson", ".jsonl", ".json", ".txt", ".RESOLVED")
@@ -176,8 +179,11 @@ class FileReader:
             for number, line in enumerate(f, start=1):
                 if number <= start_after:
                     continue
-                last = number
                 text = line.rstrip("\n")
+                if partial_line(line):
+                    held_back(task.shard_id, number)
+                    break
+                last = number
                 if not text.strip():
                     continue
                 for row, arrival, message, partition in self._records(task.shard_id, number, text):
@@ -324,6 +330,37 @@ def _newer(marker: int | None, found: int | None) -> int | None:
     return found if marker is None or (found is not None and found > marker) else marker
 
 
+def partial_line(line: str) -> bool:
+    """Whether ``line``, as a file reader returned it, may be a line its writer has not ended
+    yet: a last line with no line ending that is no JSON document (a line cut short is
+    none). Landed, it would be checkpointed as it is, and its rest never read. A line that
+    is whole JSON lands as the file's last line, ended or not."""
+    if line.endswith(("\n", "\r")):
+        return False
+    try:
+        jsontext.loads_rfc8259(line)
+    except LINE_ERRORS:
+        return True
+    return False
+
+
+def held_back(path: str, number: int) -> None:
+    log.warning("%s: line %d is not whole yet: it lands once its writer ends it", path, number)
+
+
+def ended(path: str, size: int) -> bool:
+    """Whether the file at ``path`` ends a line at ``size`` bytes and has not grown past them:
+    then the read that listed it at that size read its last line whole. (A reader reads on
+    past the size it listed to end the line it is in, so a file that grew may have been read
+    to a line cut short anywhere.)"""
+    fs, _, (found,) = fsspec.get_fs_token_paths(path)
+    if size <= 0 or fs.size(found) != size:
+        return False
+    with fs.open(found, "rb") as f:
+        f.seek(size - 1)
+        return f.read(1) in (b"\n", b"\r")
+
+
 def list_files(path: str) -> list[str]:
     """The NDJSON files under ``path`` (a file, a directory or a glob), sorted."""
     fs, _, paths = fsspec.get_fs_token_paths(path)
@@ -346,7 +383,7 @@ WHOLE_FILES = {
     "spark.sql.files.minPartitionNum": "1",
 }
 # Columns of numbered dump lines that are not raw table columns.
-LINE_COLUMNS = ("_number", "_block", "_blank")
+LINE_COLUMNS = ("_number", "_block", "_blank", "_json", "_size")
 
 
 def numbered_lines(ctx: JobContext, tasks: list[ShardTask]) -> DataFrame:
@@ -363,6 +400,7 @@ def numbered_lines(ctx: JobContext, tasks: list[ShardTask]) -> DataFrame:
             F.lit(task.shard_id).alias("shard_id"),
             (F.monotonically_increasing_id() + 1).alias("number"),
             F.col("_metadata.file_block_start").alias("block"),
+            F.col("_metadata.file_size").alias("size"),
             F.col("value").alias("line"),
         )
         .where(F.col("number") > int(task.after_sequence or 0))
@@ -486,6 +524,8 @@ def kinesis_dump_records(ctx: JobContext, source: str, tasks: list[ShardTask]) -
         F.col("number").alias("_number"),
         F.col("block").alias("_block"),
         (~F.col("line").rlike(r"\S")).alias("_blank"),
+        F.coalesce(F.col("_whole"), F.lit(False)).alias("_json"),
+        F.col("size").alias("_size"),
     )
 
 
@@ -514,16 +554,34 @@ def land_kinesis_dumps(
             F.count_if(~F.col("_blank")).alias("records"),
             # As microseconds: a collected TIMESTAMP is naive in the driver's local zone.
             F.unix_micros(F.max(F.when(~F.col("_blank"), F.col("arrival_ts")))).alias("newest"),
+            # The last line: whether it is a JSON document, and a record; the file's size
+            # as the read listed it.
+            F.max_by("_json", "_number").alias("last_json"),
+            F.max_by(~F.col("_blank"), "_number").alias("last_record"),
+            F.max("_size").alias("size"),
         )
         .collect()
     }
     check_numbering(summary, tasks)
-    records = lines.where(~F.col("_blank")).drop(*LINE_COLUMNS)
+    counted = {shard: int(row["records"]) for shard, row in summary.items()}
+    held: dict[str, int] = {}
+    for shard, row in summary.items():
+        if not row["last_json"] and not ended(shard, row["size"]):
+            held_back(shard, row["last"])
+            held[shard] = row["last"]
+            counted[shard] -= int(row["last_record"])
+    records = lines.where(~F.col("_blank"))
+    for shard, number in held.items():
+        records = records.where((F.col("shard_id") != shard) | (F.col("_number") != number))
+    records = records.drop(*LINE_COLUMNS)
     progress = dict(checkpoints)
     for task in tasks:
         found = summary.get(task.shard_id)
         # A file without new lines (or that shrank) keeps its checkpoint.
         final = str(found["last"]) if found is not None else task.after_sequence
+        if task.shard_id in held:
+            last = held[task.shard_id] - 1
+            final = str(last) if last else task.after_sequence
         horizon = found["newest"] if found is not None else None
         before = checkpoints.get(task.shard_id)
         if before is not None and before.horizon_us is not None:
@@ -537,7 +595,6 @@ def land_kinesis_dumps(
         F.lit(ctx.batch_id).alias("batch_id"),
         F.lit(run).alias("land_run"),
     )
-    counted = {shard: int(row["records"]) for shard, row in summary.items()}
     stats = commit(ctx, source, tasks, staged, progress, land_seq, lateness, run, counted=counted)
     stats.update(waves=1, shards_pending=[])
     return stats

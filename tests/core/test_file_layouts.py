@@ -157,3 +157,29 @@ def test_a_kinesis_layout_dump_of_an_in_band_format_reads_its_markers(tmp_path: 
     )
     [progress] = [r for r in read(dump, "kinesis", "ydb") if r["kind"] == "progress"]
     assert progress["horizon_ts"].isoformat() == "2026-01-01T00:02:00+00:00"
+
+
+def test_a_last_line_its_writer_has_not_ended_waits_for_its_rest(tmp_path: Path) -> None:
+    # A file that grows between runs: its writer had written half of line 2. Landed, it
+    # was quarantined and checkpointed, and the whole line 2 never landed.
+    def line(n: int) -> str:
+        data = base64.b64encode(json.dumps({"n": n}).encode()).decode()
+        return json.dumps({"Data": data, "ApproximateArrivalTimestamp": 1767225600 + n})
+
+    dump = tmp_path / "shard-0.ndjson"
+    dump.write_text(line(1) + "\n" + line(2)[:20])
+
+    def landed(after: str | None) -> tuple[list[int], str | None]:
+        rows = list(FileReader("src", "kinesis", "ydb")(ShardTask(str(dump), after)))
+        numbers = [json.loads(bytes(r[7]))["n"] for r in rows[:-1]]
+        assert all(r[8] is None for r in rows[:-1])  # no envelope error
+        return numbers, rows[-1][3]  # the records' values, the checkpoint
+
+    assert landed(None) == ([1], "1")
+    with dump.open("a") as f:
+        f.write(line(2)[20:] + "\n" + line(3))  # the last line whole JSON, still unended
+    assert landed("1") == ([2, 3], "3")
+    # A whole line cut short stays a bad line once another follows it.
+    dump.write_text(line(1)[:20] + "\n")
+    (bad,) = [r for r in read(dump, "kinesis", "ydb") if r["kind"] == "record"]
+    assert bad["envelope_error"].startswith("bad dump line")

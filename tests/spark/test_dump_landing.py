@@ -370,3 +370,31 @@ def test_a_file_name_with_glob_characters_is_read_as_itself(
         for n in (0, 1)
     )
     assert got == want
+
+
+def test_a_last_line_its_writer_has_not_ended_lands_once_it_is_whole(
+    spark: Any, warehouse: str, tmp_path: Path
+) -> None:
+    """A file that grows between runs, caught with half a line at its end: the line lands
+    once, whole, when its writer has ended it (it landed cut short, quarantined, and was
+    checkpointed, so the whole line never landed). A last line that is whole JSON lands with
+    no line ending; one that is no JSON and ends its line is a bad line."""
+    dump = tmp_path / "shard-000.ndjson"
+    dump.write_text(f"{kinesis_line(1)}\n{kinesis_line(2)[:25]}")
+    first = land_dump(warehouse, str(dump), "b1")
+    with dump.open("a") as f:
+        f.write(f"{kinesis_line(2)[25:]}\n{kinesis_line(3)}")
+    second = land_dump(warehouse, str(dump), "b2")
+    with dump.open("a") as f:
+        f.write("\nnot json\n")
+    third = land_dump(warehouse, str(dump), "b3")
+    assert (first["landed"], second["landed"], third["landed"]) == (1, 2, 1)
+    raw = spark.read.format("delta").load(f"{warehouse}/_cdc/raw").where("kind = 'record'")
+    rows = sorted(
+        (int(r["sequence_number"]), r["envelope_error"] is None, bytes(r["data"]))
+        for r in raw.collect()
+    )
+    assert rows == [
+        *((n, True, json.dumps({"n": n}).encode()) for n in (1, 2, 3)),
+        (4, False, b"not json"),
+    ]
