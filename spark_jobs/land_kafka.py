@@ -49,7 +49,7 @@ from spark_jobs.times import from_micros
 log = logging.getLogger("airflow_cdc.jobs")
 
 JOB_NAME = "land_kafka"
-JOB_VERSION = "1.1.7"
+JOB_VERSION = "1.1.8"
 OFFSET_WIDTH = 20
 
 
@@ -119,9 +119,7 @@ class KafkaPartitionReader:
         topic, _, number = task.shard_id.rpartition("/")
         low, high = self.watermarks[task.shard_id]
         after = int(task.after_sequence) if task.after_sequence is not None else None
-        first = low if after is None else max(after + 1, low)
-        if after is not None and after + 1 < low:
-            log.warning("%s: offsets %d..%d expired before landing", task.shard_id, after + 1, low)
+        first = first_offset(task.shard_id, after, low, high)
         last, marker = after, None
         stop = min(high, first + self.max_records)
         caught_up = first >= high
@@ -214,6 +212,23 @@ def arrival_time(millis: int | None) -> tuple[dt.datetime | None, str | None]:
     if millis * 1000 > MAX_MICROS:
         return None, f"the message timestamp {millis} lies past the year 9999 in UTC"
     return from_micros(millis * 1000), None
+
+
+def first_offset(shard: str, after: int | None, low: int, high: int) -> int:
+    """The offset a partition is read from: the one after its checkpoint ``after``, within
+    its log's offsets ``low`` to ``high`` (the watermarks)."""
+    if after is not None and after >= high:
+        # Landed offsets the log no longer has: read on from its end, the offsets a new log
+        # reuses (up to the checkpoint) would never land, and their record ids are the
+        # landed ones'.
+        raise RuntimeError(
+            f"{shard}: the checkpoint (offset {after}) is past the partition's end (offset"
+            f" {high}): the topic was deleted and created again, or its log truncated; land"
+            " it as a new source (--source) to read it from its start"
+        )
+    if after is not None and after + 1 < low:
+        log.warning("%s: offsets %d..%d expired before landing", shard, after + 1, low)
+    return low if after is None else max(after + 1, low)
 
 
 def message_key(key: bytes | None) -> tuple[str | None, str | None]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -181,3 +182,35 @@ def test_a_message_timestamp_past_the_year_9999_is_an_envelope_error() -> None:
     dump_line = json.dumps({"value": "{}", "timestamp": 10**15})
     with pytest.raises(ValueError):
         land_files.kafka_line(dump_line)
+
+
+def test_a_partition_whose_log_is_shorter_than_its_checkpoint_stops_the_landing(
+    spark: Any, tmp_path: Path, kafka_bootstrap: str
+) -> None:
+    # A topic deleted and created again: its new log reuses the offsets already landed. Read
+    # on from its end, they would never land (the run took itself for caught up).
+    from confluent_kafka.admin import AdminClient
+
+    topic = "recreated"
+    create_topic(kafka_bootstrap, topic, 1)
+    message = {"topic": topic, "partition": 0, "key": "k", "value": '{"n": 1}'}
+    produce(kafka_bootstrap, [message] * 5)
+    warehouse = str(tmp_path / "warehouse")
+    args = ["--warehouse", warehouse, "--bootstrap-servers", kafka_bootstrap, "--topic", topic]
+    assert land_kafka.main([*args, "--batch-id", "b1"])["landed"] == 5
+
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    for future in admin.delete_topics([topic]).values():
+        future.result(30)
+    deadline = time.monotonic() + 60
+    while True:  # the deletion completes in the background
+        try:
+            create_topic(kafka_bootstrap, topic, 1)
+            break
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+    produce(kafka_bootstrap, [message] * 2)
+    with pytest.raises(Exception, match="is past the partition's end"):
+        land_kafka.main([*args, "--batch-id", "b2"])
