@@ -26,6 +26,7 @@ import logging
 import os
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 from airflow_cdc.core.events import Message
@@ -49,7 +50,7 @@ from spark_jobs.times import from_micros
 log = logging.getLogger("airflow_cdc.jobs")
 
 JOB_NAME = "land_kafka"
-JOB_VERSION = "1.1.8"
+JOB_VERSION = "1.1.9"
 OFFSET_WIDTH = 20
 
 
@@ -283,6 +284,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     planned_at = dt.datetime.now(dt.UTC)
     config = client_config()
     watermarks = plan(args.bootstrap_servers, config, args.topic)
+    # A partition of a topic no longer landed holds the resolved time back no more (it would
+    # for ever); its checkpoint stays, for the topic to be read on from it if landed again.
+    checkpoints = {
+        s: c if s in watermarks else replace(c, closed=True) for s, c in checkpoints.items()
+    }
     tasks = [
         ShardTask(s, checkpoints[s].sequence_number if s in checkpoints else None, reopen=True)
         for s in watermarks

@@ -214,3 +214,27 @@ def test_a_partition_whose_log_is_shorter_than_its_checkpoint_stops_the_landing(
     produce(kafka_bootstrap, [message] * 2)
     with pytest.raises(Exception, match="is past the partition's end"):
         land_kafka.main([*args, "--batch-id", "b2"])
+
+
+def test_a_topic_no_longer_landed_holds_the_resolved_time_back_no_more(
+    spark: Any, tmp_path: Path, kafka_bootstrap: str
+) -> None:
+    for topic in ("kept", "dropped"):
+        create_topic(kafka_bootstrap, topic, 1)
+        produce(kafka_bootstrap, [{"topic": topic, "partition": 0, "key": "k", "value": "{}"}])
+    warehouse = str(tmp_path / "warehouse")
+
+    def land(batch: str, *topics: str) -> dt.datetime:
+        args = ["--warehouse", warehouse, "--batch-id", batch, "--source", "feed"]
+        args += ["--bootstrap-servers", kafka_bootstrap, "--lateness-seconds", "0"]
+        stats = land_kafka.main([*args, *(a for t in topics for a in ("--topic", t))])
+        return dt.datetime.fromisoformat(stats["resolved_ts"])
+
+    first = land("b1", "kept", "dropped")
+    second = land("b2", "kept")  # each partition read to its end: R is the run's start
+    assert second > first
+    # Landed again, the topic reads on from its checkpoint: its one message is not read twice.
+    produce(kafka_bootstrap, [{"topic": "dropped", "partition": 0, "key": "k", "value": "{}"}])
+    assert land("b3", "kept", "dropped") > second
+    raw = spark.read.format("delta").load(f"{warehouse}/_cdc/raw").where("kind = 'record'")
+    assert sorted(r["shard_id"] for r in raw.collect()) == ["dropped/0", "dropped/0", "kept/0"]
