@@ -407,10 +407,11 @@ def library_archive() -> Path:
 # The keys of a reader's report of how far it stopped behind its shard's tip.
 OFFSETS_BEHIND = "offsets_behind"  # a Kafka partition: offsets from the last landed to its end
 MILLIS_BEHIND = "millis_behind_latest"  # a Kinesis shard: its last page's MillisBehindLatest
+LINES_BEHIND = "lines_behind"  # a dump file: a last line its writer has not ended (1)
 
 # How far a shard's reader stopped from the tip of its shard, in the source's own unit (its
 # report's key, and how a log line says it).
-TIP_UNITS = {OFFSETS_BEHIND: "offsets", MILLIS_BEHIND: "ms"}
+TIP_UNITS = {OFFSETS_BEHIND: "offsets", MILLIS_BEHIND: "ms", LINES_BEHIND: "lines"}
 
 
 def describe_shard(shard: str, done: dict[str, Any]) -> str:

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import binascii
 import datetime as dt
-import logging
+import json
 import re
 from collections.abc import Iterator
 from typing import Any, TypeGuard
@@ -49,6 +49,7 @@ from airflow_cdc.core.formats import IN_BAND_RESOLVED, resolved_marker
 from airflow_cdc.core.formats.cockroach import split_batch
 from airflow_cdc.core.ordering import pad_decimal
 from airflow_cdc.core.types import MAX_MICROS, MIN_MICROS, padded_base64
+from airflow_cdc.jobs import LINES_BEHIND
 from spark_jobs.arguments import base_parser, source_name
 from spark_jobs.json_columns import WholeJson, base64_bytes
 from spark_jobs.landing import (
@@ -69,10 +70,8 @@ from spark_jobs.session import session_conf
 from spark_jobs.times import from_micros, to_micros
 from spark_jobs.warehouse import RECORD, JobContext
 
-log = logging.getLogger("airflow_cdc.jobs")
-
 JOB_NAME = "land_files"
-JOB_VERSION = "1.2.23"
+JOB_VERSION = "1.2.24"
 LAYOUTS = ("kinesis", "kafka", "lines")
 LINE_WIDTH = 20
 SUFFIXES = (".ndjson", ".jsonl", ".json", ".txt", ".RESOLVED")
@@ -82,8 +81,11 @@ SUFFIXES = (".ndjson", ".jsonl", ".json", ".txt", ".RESOLVED")
 LINE_ERRORS = (ValueError, TypeError, OverflowError, RecursionError)
 
 
-def parse_line(line: str) -> tuple[bytes, str | None, dt.datetime | None, str | None]:
-    """(data, partition key, arrival time, envelope error) of one dump line."""
+def parse_line(
+    line: str,
+) -> tuple[bytes, str | None, dt.datetime | None, str | None, str | None]:
+    """(data, partition key, arrival time, envelope error, shard) of one dump line: the
+    shard is the line's ``ShardId``, where it names one."""
     try:
         # JSON as RFC 8259 has it, as the JVM's reading of the layout takes it.
         doc = jsontext.loads_rfc8259(line)
@@ -92,10 +94,18 @@ def parse_line(line: str) -> tuple[bytes, str | None, dt.datetime | None, str | 
         data = padded_base64(doc["Data"])
         arrival = _timestamp(doc.get("ApproximateArrivalTimestamp"))
         partition_key = doc.get("PartitionKey")
-        return data, str(partition_key) if partition_key is not None else None, arrival, None
+        shard = doc.get("ShardId")
+        return (
+            data,
+            str(partition_key) if partition_key is not None else None,
+            arrival,
+            None,
+            shard if isinstance(shard, str) else None,
+        )
     except (*LINE_ERRORS, binascii.Error) as err:
         # The line as it was read: bytes that are not UTF-8 came in as lone surrogates.
-        return line.encode("utf-8", "surrogateescape"), None, None, f"bad dump line: {err}"
+        text = line.encode("utf-8", "surrogateescape")
+        return text, None, None, f"bad dump line: {err}", None
 
 
 def _timestamp(value: Any) -> dt.datetime | None:
@@ -129,8 +139,9 @@ def _text(value: Any) -> str | None:
     return text
 
 
-def kafka_line(line: str) -> dict[str, Any]:
-    """The fields of one ``kafka`` layout line.
+def kafka_line(line: str, partitioned: bool = False) -> dict[str, Any]:
+    """The fields of one ``kafka`` layout line; its ``partition`` where it is a partition
+    number (``partitioned``: where the line's markers resolve it, else ``ValueError``).
 
     :raises ValueError: when the line is not such a message.
     """
@@ -146,7 +157,9 @@ def kafka_line(line: str) -> dict[str, Any]:
         raise ValueError(f"topic {topic!r} is not text")
     partition = doc.get("partition")
     if partition is not None and (not _is_integer(partition) or not 0 <= partition < 2**31):
-        raise ValueError(f"partition {partition!r} is not a partition number")
+        if partitioned:
+            raise ValueError(f"partition {partition!r} is not a partition number")
+        partition = None
     return {
         "topic": _text(topic),
         "partition": partition,
@@ -175,13 +188,14 @@ class FileReader:
         # A kafka-layout line's partition, if it names one: its newest marker (None where
         # its messages came with no marker).
         partitions: dict[str, int | None] = {}
+        held = 0  # lines left for a later run (at most the last)
         with fsspec.open(task.shard_id, "rt", encoding="utf-8", errors="surrogateescape") as f:
             for number, line in enumerate(f, start=1):
                 if number <= start_after:
                     continue
                 text = line.rstrip("\n")
                 if partial_line(line):
-                    held_back(task.shard_id, number)
+                    held = 1
                     break
                 last = number
                 if not text.strip():
@@ -216,6 +230,7 @@ class FileReader:
             pad_decimal(final, LINE_WIDTH) if final else None,
             True,
             horizon,
+            {LINES_BEHIND: held} if held else None,
         )
 
     def _records(
@@ -226,7 +241,7 @@ class FileReader:
         line_key = pad_decimal(number, LINE_WIDTH)
         record_id = f"file:{path}#{number}"
         if self.layout == "kinesis":
-            data, partition_key, arrival, error = parse_line(text)
+            data, partition_key, arrival, error, shard = parse_line(text)
             row = record_row(
                 record_id,
                 self.source,
@@ -238,13 +253,15 @@ class FileReader:
                 data,
                 error,
             )
-            # A record's Data is the message: a marker of an in-band format is read from it.
+            # A record's Data is the message: a marker of an in-band format is read from it,
+            # and resolves the Kinesis shard it came from.
             text = data.decode("utf-8", errors="replace")
-            yield row, arrival, None if error else Message(text, partition_key, line_key), None
+            message = None if error else Message(text, partition_key, line_key)
+            yield row, arrival, message, None if shard is None else partition_shard(None, shard)
             return
         if self.layout == "kafka":
             try:
-                doc = kafka_line(text)
+                doc = kafka_line(text, partitioned=self.fmt in IN_BAND_RESOLVED)
             except LINE_ERRORS as err:
                 row = record_row(
                     record_id,
@@ -321,8 +338,9 @@ class FileReader:
 PARTITION_SHARD = "partition:"
 
 
-def partition_shard(topic: str | None, partition: int) -> str:
-    """The shard id of a Kafka partition named by kafka-layout lines."""
+def partition_shard(topic: str | None, partition: int | str) -> str:
+    """The shard id of a Kafka partition named by kafka-layout lines (or of the Kinesis shard
+    kinesis-layout lines name, with no topic)."""
     return f"{PARTITION_SHARD}{topic or ''}/{partition}"
 
 
@@ -332,20 +350,19 @@ def _newer(marker: int | None, found: int | None) -> int | None:
 
 def partial_line(line: str) -> bool:
     """Whether ``line``, as a file reader returned it, may be a line its writer has not ended
-    yet: a last line with no line ending that is no JSON document (a line cut short is
-    none). Landed, it would be checkpointed as it is, and its rest never read. A line that
-    is whole JSON lands as the file's last line, ended or not."""
+    yet: a last line with no line ending that no JSON reader takes (a line cut short is no
+    JSON; read leniently, a line refused for what it holds, not for its end, is whole).
+    Landed, it would be checkpointed as it is, and its rest never read. A line that is
+    JSON lands as the file's last line, ended or not."""
     if line.endswith(("\n", "\r")):
         return False
     try:
-        jsontext.loads_rfc8259(line)
-    except LINE_ERRORS:
+        json.loads(line.removeprefix("\ufeff"))
+    except RecursionError:
+        return False  # nested too deep to read: no line cut short, a bad line
+    except ValueError:
         return True
     return False
-
-
-def held_back(path: str, number: int) -> None:
-    log.warning("%s: line %d is not whole yet: it lands once its writer ends it", path, number)
 
 
 def ended(path: str, size: int) -> bool:
@@ -353,7 +370,8 @@ def ended(path: str, size: int) -> bool:
     then the read that listed it at that size read its last line whole. (A reader reads on
     past the size it listed to end the line it is in, so a file that grew may have been read
     to a line cut short anywhere.)"""
-    fs, _, (found,) = fsspec.get_fs_token_paths(path)
+    fs, found = fsspec.core.url_to_fs(path)  # the path itself, never a pattern
+    fs.invalidate_cache(found)  # the size now, not as the listing cached it
     if size <= 0 or fs.size(found) != size:
         return False
     with fs.open(found, "rb") as f:
@@ -567,7 +585,6 @@ def land_kinesis_dumps(
     held: dict[str, int] = {}
     for shard, row in summary.items():
         if not row["last_json"] and not ended(shard, row["size"]):
-            held_back(shard, row["last"])
             held[shard] = row["last"]
             counted[shard] -= int(row["last_record"])
     records = lines.where(~F.col("_blank"))
@@ -595,7 +612,10 @@ def land_kinesis_dumps(
         F.lit(ctx.batch_id).alias("batch_id"),
         F.lit(run).alias("land_run"),
     )
-    stats = commit(ctx, source, tasks, staged, progress, land_seq, lateness, run, counted=counted)
+    tips = {shard: {LINES_BEHIND: 1} for shard in held}
+    stats = commit(
+        ctx, source, tasks, staged, progress, land_seq, lateness, run, tips, counted=counted
+    )
     stats.update(waves=1, shards_pending=[])
     return stats
 

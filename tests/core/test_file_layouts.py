@@ -176,6 +176,8 @@ def test_a_last_line_its_writer_has_not_ended_waits_for_its_rest(tmp_path: Path)
         return numbers, rows[-1][3]  # the records' values, the checkpoint
 
     assert landed(None) == ([1], "1")
+    progress = list(FileReader("src", "kinesis", "ydb")(ShardTask(str(dump), None)))[-1]
+    assert json.loads(bytes(progress[7])) == {"lines_behind": 1}  # reported with the checkpoint
     with dump.open("a") as f:
         f.write(line(2)[20:] + "\n" + line(3))  # the last line whole JSON, still unended
     assert landed("1") == ([2, 3], "3")
@@ -183,3 +185,30 @@ def test_a_last_line_its_writer_has_not_ended_waits_for_its_rest(tmp_path: Path)
     dump.write_text(line(1)[:20] + "\n")
     (bad,) = [r for r in read(dump, "kinesis", "ydb") if r["kind"] == "record"]
     assert bad["envelope_error"].startswith("bad dump line")
+    # An unended last line any JSON reader takes is whole: a mark of byte order before it, a
+    # literal RFC 8259 has not, or nesting too deep to read lands (as a bad line).
+    for last in ["\ufeff" + line(1), line(1)[:-1] + ', "n": NaN}', "[" * 5000 + "]" * 5000]:
+        dump.write_text(last)
+        assert len([r for r in read(dump, "kinesis", "ydb") if r["kind"] == "record"]) == 1
+
+
+def test_kinesis_layout_markers_resolve_the_shard_each_line_names(tmp_path: Path) -> None:
+    # YDB marks each partition (here, each Kinesis shard) apart: one dump of two shards is
+    # resolved per shard, each an open shard of the source, not to its newest marker.
+    def line(shard: str, value: str) -> str:
+        data = base64.b64encode(value.encode()).decode()
+        return json.dumps({"ShardId": shard, "Data": data}) + "\n"
+
+    dump = tmp_path / "dump.ndjson"
+    dump.write_text(
+        line("shardId-1", '{"resolved": [1767225600000, 7]}')
+        + line("shardId-2", '{"resolved": [1767222000000, 7]}')
+        + line("shardId-1", '{"resolved": [1767225540000, 6]}')  # older: no step back
+    )
+    progress = {r["shard_id"]: r for r in read(dump, "kinesis", "ydb") if r["kind"] == "progress"}
+    horizons = {s: (p["horizon_ts"], p["shard_closed"]) for s, p in progress.items()}
+    assert {s: (h and h.isoformat(), closed) for s, (h, closed) in horizons.items()} == {
+        "partition:/shardId-1": ("2026-01-01T00:00:00+00:00", False),
+        "partition:/shardId-2": ("2025-12-31T23:00:00+00:00", False),
+        str(dump): (None, True),  # a closed file holds nothing back
+    }

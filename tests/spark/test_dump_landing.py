@@ -359,15 +359,16 @@ def test_a_file_name_with_glob_characters_is_read_as_itself(
     dumps.mkdir()
     names = ["part[1].ndjson", "a*.ndjson", "ab.ndjson", "c{d,e}.ndjson", "f?.ndjson", "g\\.ndjson"]
     for offset, name in enumerate(names):
-        (dumps / name).write_text(f"{kinesis_line(10 * offset)}\n{kinesis_line(10 * offset + 1)}\n")
+        lines = [kinesis_line(10 * offset), kinesis_line(10 * offset + 1), "no json"]
+        (dumps / name).write_text("\n".join(lines) + "\n")  # the last line no JSON: ended?
     stats = land_dump(warehouse, str(dumps), "b1")
-    assert stats["landed"] == 2 * len(names)
+    assert stats["landed"] == 3 * len(names)
     raw = spark.read.format("delta").load(f"{warehouse}/_cdc/raw").where("kind = 'record'")
     got = sorted((r["shard_id"], bytes(r["data"]).decode()) for r in raw.collect())
     want = sorted(
-        (str(dumps / name), json.dumps({"n": 10 * offset + n}))
+        (str(dumps / name), text)
         for offset, name in enumerate(names)
-        for n in (0, 1)
+        for text in (*(json.dumps({"n": 10 * offset + n}) for n in (0, 1)), "no json")
     )
     assert got == want
 
@@ -382,9 +383,11 @@ def test_a_last_line_its_writer_has_not_ended_lands_once_it_is_whole(
     dump = tmp_path / "shard-000.ndjson"
     dump.write_text(f"{kinesis_line(1)}\n{kinesis_line(2)[:25]}")
     first = land_dump(warehouse, str(dump), "b1")
+    assert first["shards"][str(dump)]["lines_behind"] == 1  # in the counts and the log
     with dump.open("a") as f:
         f.write(f"{kinesis_line(2)[25:]}\n{kinesis_line(3)}")
     second = land_dump(warehouse, str(dump), "b2")
+    assert "lines_behind" not in second["shards"][str(dump)]
     with dump.open("a") as f:
         f.write("\nnot json\n")
     third = land_dump(warehouse, str(dump), "b3")
