@@ -39,7 +39,7 @@ from typing import Any, TypeGuard
 from urllib.parse import urlsplit
 
 import fsspec
-from pyspark.sql import DataFrame, Row
+from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
 
 from airflow_cdc.core import jsontext
@@ -71,7 +71,7 @@ from spark_jobs.times import from_micros, to_micros
 from spark_jobs.warehouse import RECORD, JobContext
 
 JOB_NAME = "land_files"
-JOB_VERSION = "1.2.24"
+JOB_VERSION = "1.2.25"
 LAYOUTS = ("kinesis", "kafka", "lines")
 LINE_WIDTH = 20
 SUFFIXES = (".ndjson", ".jsonl", ".json", ".txt", ".RESOLVED")
@@ -365,6 +365,10 @@ def partial_line(line: str) -> bool:
     return False
 
 
+def _line_at(shard: str, number: int) -> Column:
+    return (F.col("shard_id") == shard) & (F.col("_number") == number)
+
+
 def ended(path: str, size: int) -> bool:
     """Whether the file at ``path`` ends a line at ``size`` bytes and has not grown past them:
     then the read that listed it at that size read its last line whole. (A reader reads on
@@ -582,14 +586,22 @@ def land_kinesis_dumps(
     }
     check_numbering(summary, tasks)
     counted = {shard: int(row["records"]) for shard, row in summary.items()}
+    # A last line the JVM read no JSON from, in a file that does not end it: the reader's
+    # own rule (partial_line) decides on its text.
+    unended = {
+        shard: row["last"]
+        for shard, row in summary.items()
+        if not row["last_json"] and not ended(shard, row["size"])
+    }
     held: dict[str, int] = {}
-    for shard, row in summary.items():
-        if not row["last_json"] and not ended(shard, row["size"]):
-            held[shard] = row["last"]
-            counted[shard] -= int(row["last_record"])
+    for shard, number in unended.items():
+        (line,) = lines.where(_line_at(shard, number)).select("data").collect()
+        if partial_line(bytes(line["data"]).decode("utf-8", errors="surrogateescape")):
+            held[shard] = number
+            counted[shard] -= int(summary[shard]["last_record"])
     records = lines.where(~F.col("_blank"))
     for shard, number in held.items():
-        records = records.where((F.col("shard_id") != shard) | (F.col("_number") != number))
+        records = records.where(~_line_at(shard, number))
     records = records.drop(*LINE_COLUMNS)
     progress = dict(checkpoints)
     for task in tasks:

@@ -401,3 +401,17 @@ def test_a_last_line_its_writer_has_not_ended_lands_once_it_is_whole(
         *((n, True, json.dumps({"n": n}).encode()) for n in (1, 2, 3)),
         (4, False, b"not json"),
     ]
+
+
+def test_an_unended_last_line_that_a_lenient_reader_takes_lands_at_once(
+    spark: Any, warehouse: str, tmp_path: Path
+) -> None:
+    # Whole, though no RFC 8259 JSON (a NaN literal; Spark's reader refuses it): a bad line,
+    # landed now, as the Python reader lands it; cut short, it would be no JSON to any reader.
+    dump = tmp_path / "shard-000.ndjson"
+    dump.write_text(kinesis_line(1)[:-1] + ', "n": NaN}')
+    stats = land_dump(warehouse, str(dump), "b1")
+    assert stats["landed"] == 1 and "lines_behind" not in stats["shards"][str(dump)]
+    raw = spark.read.format("delta").load(f"{warehouse}/_cdc/raw").where("kind = 'record'")
+    (row,) = raw.collect()
+    assert row["envelope_error"].startswith("bad dump line")
