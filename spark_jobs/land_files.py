@@ -32,7 +32,9 @@ from __future__ import annotations
 
 import binascii
 import datetime as dt
+import functools
 import json
+import operator
 import re
 from collections.abc import Iterator
 from typing import Any, TypeGuard
@@ -71,7 +73,7 @@ from spark_jobs.times import from_micros, to_micros
 from spark_jobs.warehouse import RECORD, JobContext
 
 JOB_NAME = "land_files"
-JOB_VERSION = "1.2.25"
+JOB_VERSION = "1.2.26"
 LAYOUTS = ("kinesis", "kafka", "lines")
 LINE_WIDTH = 20
 SUFFIXES = (".ndjson", ".jsonl", ".json", ".txt", ".RESOLVED")
@@ -357,7 +359,8 @@ def partial_line(line: str) -> bool:
     if line.endswith(("\n", "\r")):
         return False
     try:
-        json.loads(line.removeprefix("\ufeff"))
+        # Nothing but its end refused: control characters in strings, integers of any length.
+        json.loads(line.removeprefix("\ufeff"), strict=False, parse_int=len)
     except RecursionError:
         return False  # nested too deep to read: no line cut short, a bad line
     except ValueError:
@@ -594,11 +597,12 @@ def land_kinesis_dumps(
         if not row["last_json"] and not ended(shard, row["size"])
     }
     held: dict[str, int] = {}
-    for shard, number in unended.items():
-        (line,) = lines.where(_line_at(shard, number)).select("data").collect()
-        if partial_line(bytes(line["data"]).decode("utf-8", errors="surrogateescape")):
-            held[shard] = number
-            counted[shard] -= int(summary[shard]["last_record"])
+    if unended:
+        at = functools.reduce(operator.or_, (_line_at(s, n) for s, n in unended.items()))
+        for line in lines.where(at).select("shard_id", "data").collect():
+            if partial_line(bytes(line["data"]).decode("utf-8", errors="replace")):
+                held[line["shard_id"]] = unended[line["shard_id"]]
+                counted[line["shard_id"]] -= int(summary[line["shard_id"]]["last_record"])
     records = lines.where(~F.col("_blank"))
     for shard, number in held.items():
         records = records.where(~_line_at(shard, number))

@@ -187,7 +187,14 @@ def test_a_last_line_its_writer_has_not_ended_waits_for_its_rest(tmp_path: Path)
     assert bad["envelope_error"].startswith("bad dump line")
     # An unended last line any JSON reader takes is whole: a mark of byte order before it, a
     # literal RFC 8259 has not, or nesting too deep to read lands (as a bad line).
-    for last in ["\ufeff" + line(1), line(1)[:-1] + ', "n": NaN}', "[" * 5000 + "]" * 5000]:
+    whole = [
+        "\ufeff" + line(1),
+        line(1)[:-1] + ', "n": NaN}',
+        line(1)[:-1] + ', "n": ' + "9" * 5000 + "}",  # past Python's digits for an int
+        line(1)[:-1] + ', "t": "a\tb"}',  # a control character in a string
+        "[" * 5000 + "]" * 5000,
+    ]
+    for last in whole:
         dump.write_text(last)
         assert len([r for r in read(dump, "kinesis", "ydb") if r["kind"] == "record"]) == 1
 
