@@ -23,9 +23,9 @@ data and the reason in ``envelope_error``, so that the reassemble step quarantin
 Resolved timestamp: a dump is a complete log up to its newest record, so each file counts as
 a closed shard whose horizon is its newest arrival time; for formats with in-band markers
 (``--format`` ydb, cockroachdb, cdl), the newest marker in the files instead. A marker
-resolves its own partition only: where ``kafka`` lines name their ``partition``, each
-partition is an open shard whose horizon is its newest marker in any file, and the source
-is resolved to the least of them.
+resolves its own partition only: where lines name their partition (a ``kafka`` line's
+``partition``, a ``kinesis`` line's ``ShardId``), each partition is an open shard whose
+horizon is its newest marker in any file, and the source is resolved to the least of them.
 """
 
 from __future__ import annotations
@@ -62,6 +62,7 @@ from spark_jobs.landing import (
     land,
     lateness_us,
     load_checkpoints,
+    newest_of,
     progress_row,
     record_row,
     run_name,
@@ -185,7 +186,7 @@ class FileReader:
     def __call__(self, task: ShardTask) -> Iterator[tuple[Any, ...]]:
         start_after = int(task.after_sequence) if task.after_sequence else 0
         last: int | None = None
-        newest: dt.datetime | None = None
+        latest: dt.datetime | None = None  # the newest arrival read
         marker: int | None = None
         # A kafka-layout line's partition, if it names one: its newest marker (None where
         # its messages came with no marker).
@@ -203,17 +204,17 @@ class FileReader:
                 if not text.strip():
                     continue
                 for row, arrival, message, partition in self._records(task.shard_id, number, text):
-                    if arrival is not None and (newest is None or arrival > newest):
-                        newest = arrival
+                    if arrival is not None and (latest is None or arrival > latest):
+                        latest = arrival
                     found = resolved_marker(self.fmt, message) if self.fmt and message else None
                     if partition is not None:
-                        partitions[partition] = _newer(partitions.get(partition), found)
+                        partitions[partition] = newest_of(partitions.get(partition), found)
                     else:
-                        marker = _newer(marker, found)
+                        marker = newest_of(marker, found)
                     yield row
         final = str(last) if last is not None else task.after_sequence
         in_band = self.fmt in IN_BAND_RESOLVED
-        horizon = from_micros(marker) if in_band else newest
+        horizon = from_micros(marker) if in_band else latest
         if in_band:
             # A marker resolves its own partition only ("no (previously unseen) rows with a
             # lower update timestamp will be emitted on that partition", CockroachDB; YDB and
@@ -346,10 +347,6 @@ def partition_shard(topic: str | None, partition: int | str) -> str:
     return f"{PARTITION_SHARD}{topic or ''}/{partition}"
 
 
-def _newer(marker: int | None, found: int | None) -> int | None:
-    return found if marker is None or (found is not None and found > marker) else marker
-
-
 def partial_line(line: str) -> bool:
     """Whether ``line``, as a file reader returned it, may be a line its writer has not ended
     yet: a last line with no line ending that no JSON reader takes (a line cut short is no
@@ -368,8 +365,12 @@ def partial_line(line: str) -> bool:
     return False
 
 
-def _line_at(shard: str, number: int) -> Column:
-    return (F.col("shard_id") == shard) & (F.col("_number") == number)
+def _lines_at(numbers: dict[str, int]) -> Column:
+    """The numbered lines at ``numbers`` (a line number per file)."""
+    return functools.reduce(
+        operator.or_,
+        ((F.col("shard_id") == s) & (F.col("_number") == n) for s, n in numbers.items()),
+    )
 
 
 def ended(path: str, size: int) -> bool:
@@ -598,14 +599,13 @@ def land_kinesis_dumps(
     }
     held: dict[str, int] = {}
     if unended:
-        at = functools.reduce(operator.or_, (_line_at(s, n) for s, n in unended.items()))
-        for line in lines.where(at).select("shard_id", "data").collect():
+        for line in lines.where(_lines_at(unended)).select("shard_id", "data").collect():
             if partial_line(bytes(line["data"]).decode("utf-8", errors="replace")):
                 held[line["shard_id"]] = unended[line["shard_id"]]
                 counted[line["shard_id"]] -= int(summary[line["shard_id"]]["last_record"])
     records = lines.where(~F.col("_blank"))
-    for shard, number in held.items():
-        records = records.where(~_line_at(shard, number))
+    if held:
+        records = records.where(~_lines_at(held))
     records = records.drop(*LINE_COLUMNS)
     progress = dict(checkpoints)
     for task in tasks:
@@ -617,10 +617,8 @@ def land_kinesis_dumps(
             final = str(last) if last else task.after_sequence
         horizon = found["newest"] if found is not None else None
         before = checkpoints.get(task.shard_id)
-        if before is not None and before.horizon_us is not None:
-            # Only forward, as landing.land moves it: lines appended with older arrivals
-            # do not take back what the file's earlier lines showed.
-            horizon = max(before.horizon_us, horizon or before.horizon_us)
+        if before is not None:  # lines appended with older arrivals take nothing back
+            horizon = newest_of(before.horizon_us, horizon)
         progress[task.shard_id] = Checkpoint(task.shard_id, final, True, horizon)
     staged = records.select(
         "*",

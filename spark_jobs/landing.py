@@ -135,10 +135,8 @@ def land(
         for row, tip in _wave_progress(ctx, f"{staging}/wave={waves}"):
             tips[row.shard_id] = tip
             before = progress.get(row.shard_id)
-            if before is not None and before.horizon_us is not None:
-                # A shard's horizon only moves forward: its newest marker ever landed.
-                newest = max(before.horizon_us, row.horizon_us or before.horizon_us)
-                row = replace(row, horizon_us=newest)
+            if before is not None:
+                row = replace(row, horizon_us=newest_of(before.horizon_us, row.horizon_us))
             if row.sequence_number is None and before is not None:
                 row = replace(row, sequence_number=before.sequence_number)
             progress[row.shard_id] = row
@@ -155,6 +153,14 @@ def land(
         delete_path(ctx, staging)
     stats.update(waves=waves, shards_pending=sorted(t.shard_id for t in waiting))
     return stats
+
+
+def newest_of(horizon_us: int | None, found_us: int | None) -> int | None:
+    """The later of two horizons (or markers), either unknown: a shard's horizon only moves
+    forward, to its newest marker or arrival ever landed."""
+    if horizon_us is None or found_us is None:
+        return found_us if horizon_us is None else horizon_us
+    return max(horizon_us, found_us)
 
 
 def commit(

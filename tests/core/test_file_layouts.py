@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 from pathlib import Path
+from typing import Any
 
 from spark_jobs.land_files import FileReader, list_files
 from spark_jobs.landing import ShardTask
@@ -17,6 +18,11 @@ def read(path: Path, layout: str, fmt: str | None) -> list[dict]:
     rows = FileReader("src", layout, fmt)(ShardTask(str(path), None))
     # Reader rows stop before land_seq, batch_id and land_run, and lack the source column.
     return [dict(zip([FIELDS[0], *FIELDS[2:]], row, strict=True)) for row in rows]
+
+
+def kinesis_line(value: str, **fields: Any) -> str:
+    """A kinesis-layout line whose record's Data is ``value``, with ``fields`` beside it."""
+    return json.dumps({**fields, "Data": base64.b64encode(value.encode()).decode()})
 
 
 def test_cockroach_cloud_storage_directory_with_resolved_files(tmp_path: Path) -> None:
@@ -145,8 +151,7 @@ def test_a_kinesis_layout_dump_of_an_in_band_format_reads_its_markers(tmp_path: 
     # Kinesis record's Data: the reader sent the format's lines to Python to read markers,
     # then passed none from this layout, and the source's resolved time stayed unknown.
     def line(value: str, at: str) -> str:
-        data = base64.b64encode(value.encode()).decode()
-        return json.dumps({"Data": data, "ApproximateArrivalTimestamp": at}) + "\n"
+        return kinesis_line(value, ApproximateArrivalTimestamp=at) + "\n"
 
     dump = tmp_path / "shard-0.ndjson"
     dump.write_text(
@@ -163,8 +168,7 @@ def test_a_last_line_its_writer_has_not_ended_waits_for_its_rest(tmp_path: Path)
     # A file that grows between runs: its writer had written half of line 2. Landed, it
     # was quarantined and checkpointed, and the whole line 2 never landed.
     def line(n: int) -> str:
-        data = base64.b64encode(json.dumps({"n": n}).encode()).decode()
-        return json.dumps({"Data": data, "ApproximateArrivalTimestamp": 1767225600 + n})
+        return kinesis_line(json.dumps({"n": n}), ApproximateArrivalTimestamp=1767225600 + n)
 
     dump = tmp_path / "shard-0.ndjson"
     dump.write_text(line(1) + "\n" + line(2)[:20])
@@ -203,8 +207,7 @@ def test_kinesis_layout_markers_resolve_the_shard_each_line_names(tmp_path: Path
     # YDB marks each partition (here, each Kinesis shard) apart: one dump of two shards is
     # resolved per shard, each an open shard of the source, not to its newest marker.
     def line(shard: str, value: str) -> str:
-        data = base64.b64encode(value.encode()).decode()
-        return json.dumps({"ShardId": shard, "Data": data}) + "\n"
+        return kinesis_line(value, ShardId=shard) + "\n"
 
     dump = tmp_path / "dump.ndjson"
     dump.write_text(
