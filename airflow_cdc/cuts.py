@@ -6,11 +6,12 @@ cut with every table's Delta version. Read the tables at those versions and they
 state that existed in the source, across tables.
 
 ``read_cut`` does it with Spark; :func:`published_cut` reads the newest published cut without
-Spark (for sensors and for readers such as the ``deltalake`` package)::
+Spark, and :func:`cut_reaching` the cut a task for a time ``H`` reads (for sensors, and for
+readers such as the ``deltalake`` package)::
 
     from deltalake import DeltaTable
 
-    cut = published_cut(warehouse, "orders-stream")
+    cut = cut_reaching(warehouse, "orders-stream", hour_end)
     for table, where in cut.tables.items():
         frame = DeltaTable(where["location"], version=where["version"]).to_pyarrow_table()
 """
@@ -22,7 +23,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_cdc.core.exceptions import ResolvedTimestampUnavailable
+from airflow_cdc.core.exceptions import CutHistoryUnavailable, ResolvedTimestampUnavailable
 from airflow_cdc.jobs import bookkeeping_location, check_source, check_time, published_cut_path
 
 TIME_TRAVEL_CHECK = (
@@ -98,6 +99,86 @@ def published_cut(warehouse: str, source: str) -> PublishedCut | None:
         return None
 
 
+def cut_history_location(warehouse: str) -> str:
+    """The Delta table in which the apply job appends every cut it publishes."""
+    return bookkeeping_location(warehouse, "cuts")
+
+
+def _history_options(location: str) -> dict[str, str] | None:
+    if location.split("://", 1)[0] in ("s3", "s3a"):
+        from airflow_cdc.storage import delta_rs_storage_options
+
+        return delta_rs_storage_options()
+    return None
+
+
+def oldest_cut_reaching(history: str, source: str, target: dt.datetime) -> PublishedCut | None:
+    """The oldest cut of ``source`` at or past ``target`` in the cut history at ``history``
+    (read with delta-rs: the source's partition, and there the files whose statistics hold
+    cuts at or past ``target``); ``None`` when the history holds none, or does not exist;
+    :class:`~airflow_cdc.core.exceptions.CutHistoryUnavailable` while it cannot be read."""
+    import pyarrow as pa
+    from deltalake import DeltaTable
+    from deltalake.exceptions import DeltaError, TableNotFoundError
+
+    # DataFusion SQL: the name is a checked source name (no quote can be in it), the time a
+    # UTC literal compared as a timestamp.
+    since = target.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    predicate = f"source = '{check_source(source)}' AND cut_at >= TIMESTAMP '{since}'"
+    try:
+        table = DeltaTable(history, storage_options=_history_options(history))
+        found = pa.RecordBatchReader.from_stream(table.scan(predicate=predicate)).read_all()
+    except TableNotFoundError:
+        return None
+    except (DeltaError, OSError) as err:
+        raise CutHistoryUnavailable(f"cannot read the cut history at {history!r}: {err}") from err
+    rows = found.to_pylist()
+    if not rows:
+        return None
+    row = min(rows, key=lambda r: (r["cut_at"], r["published_at"]))
+    versions, locations = dict(row["tables"]), dict(row["locations"])
+    return PublishedCut(
+        source=source,
+        at=_utc(row["cut_at"]),
+        interval_start=None if row["interval_start"] is None else _utc(row["interval_start"]),
+        interval_end=_utc(row["interval_end"]),
+        heuristic=bool(row["heuristic"]),
+        tables={
+            name: {"location": locations[name], "version": int(version)}
+            for name, version in sorted(versions.items())
+        },
+    )
+
+
+def cut_for(newest: PublishedCut, history: str | None, target: dt.datetime) -> PublishedCut:
+    """Of the cuts published up to ``newest`` (which is at or past ``target``), the one a task
+    for the time ``target`` reads: the cut at ``target`` where one was published, else the
+    oldest past it, the first consistent state that holds every change committed before
+    ``target``. The newest cut is the answer only when no history is given or none is kept
+    (cut retention removes old cuts; see :mod:`spark_jobs.maintain`).
+    :class:`~airflow_cdc.core.exceptions.CutHistoryUnavailable` while the history cannot be
+    read."""
+    if newest.at <= target or history is None:
+        return newest
+    found = oldest_cut_reaching(history, newest.source, target)
+    return newest if found is None or found.at > newest.at else found
+
+
+def cut_reaching(warehouse: str, source: str, target: Any) -> PublishedCut | None:
+    """The published cut a task for the time ``target`` (ISO 8601 or a datetime) reads (see
+    :func:`cut_for`); ``None`` while no cut at or past ``target`` has been published."""
+    when = _time(target, "target")
+    assert when is not None
+    newest = published_cut(warehouse, source)
+    if newest is None or newest.at < when:
+        return None
+    return cut_for(newest, cut_history_location(warehouse), when)
+
+
+def _utc(value: dt.datetime) -> dt.datetime:
+    return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
+
+
 def read_cut(spark: Any, warehouse: str, source: str, at: Any = None) -> dict[str, Any]:
     """Each table of ``source`` as a Spark DataFrame at a published cut: the newest one, or
     the newest at or before ``at`` (an ISO 8601 time or a datetime). Raises ``LookupError``
@@ -106,7 +187,7 @@ def read_cut(spark: Any, warehouse: str, source: str, at: Any = None) -> dict[st
     from pyspark.sql import functions as F
 
     check_source(source)
-    cuts = spark.read.format("delta").load(bookkeeping_location(warehouse, "cuts"))
+    cuts = spark.read.format("delta").load(cut_history_location(warehouse))
     chosen = cuts.where(F.col("source") == source)
     when = _time(at, "at")
     if when is not None:

@@ -57,8 +57,9 @@ with DAG(
         counts = {}
         for event in triggering_asset_events[HOURS]:
             boundary = event.extra["payload"]["boundary"]
-            # Every table as of one point: the newest cut at or before the boundary (the
-            # event's own cut, at or past it, may hold changes of the next hour).
+            # Every table as of one point: the newest cut at or before the boundary. The
+            # event's cut is the one published at the boundary, the same one, where there is
+            # one; else the oldest past it, which may hold changes of the next hour.
             customers = read_cut(spark, WAREHOUSE, SOURCE, at=boundary)["public.customers"]
             counts[boundary] = customers.where("NOT _cdc_deleted").count()
             print(f"public.customers at {boundary}: {counts[boundary]} live rows")

@@ -37,3 +37,7 @@ class JobVersionError(CdcError):
 
 class ResolvedTimestampUnavailable(CdcError):
     """No landing run has recorded a resolved timestamp for the source yet."""
+
+
+class CutHistoryUnavailable(ResolvedTimestampUnavailable):
+    """The history of a source's published cuts cannot be read now (try again later)."""

@@ -9,9 +9,9 @@ from typing import Any
 
 from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
 
-from airflow_cdc.core.exceptions import ResolvedTimestampUnavailable
+from airflow_cdc.core.exceptions import CutHistoryUnavailable, ResolvedTimestampUnavailable
 from airflow_cdc.core.resolved_state import read_state
-from airflow_cdc.cuts import published_cut
+from airflow_cdc.cuts import cut_for, cut_history_location, published_cut
 from airflow_cdc.jobs import check_time, published_cut_path, resolved_state_path
 from airflow_cdc.triggers.resolved import ResolvedTimestampTrigger
 
@@ -28,10 +28,12 @@ class ResolvedTimestampSensor(BaseSensorOperator):
 
     With ``wait_for="cut"`` it waits instead until the apply job has *published* a
     consistent cut at or past ``target`` (``ApplyChangesOperator(consistent_cut=True)``, see
-    :mod:`airflow_cdc.cuts`), and hands the cut downstream as its XCom: ``cut_at``, the
-    interval, and each table's location and Delta version, so that a task reads every table
-    as of the same point (:func:`airflow_cdc.cuts.read_cut`, or the ``deltalake`` package
-    with those versions).
+    :mod:`airflow_cdc.cuts`), and hands downstream, as its XCom, the cut at ``target`` where
+    one was published, else the oldest published past it (a backfill of hour H reads H's
+    state, not today's; see :func:`airflow_cdc.cuts.cut_for`): ``cut_at``, the interval,
+    and each table's location and Delta version, so that a task reads every table as of
+    the same point (:func:`airflow_cdc.cuts.read_cut`, or the ``deltalake`` package with
+    those versions).
 
     :param warehouse: Warehouse root the landing job writes to.
     :param source: Landed source name.
@@ -83,8 +85,19 @@ class ResolvedTimestampSensor(BaseSensorOperator):
                     target,
                 )
                 return False
-            self.log.info("published cut of %s at %s reaches %s", self.source, cut.at, target)
-            return PokeReturnValue(is_done=True, xcom_value=cut.as_dict())
+            try:
+                chosen = cut_for(cut, cut_history_location(self.warehouse), target)
+            except CutHistoryUnavailable as err:
+                self.log.warning("waiting: %s", err)
+                return False
+            self.log.info(
+                "published cut of %s at %s reaches %s%s",
+                self.source,
+                chosen.at,
+                target,
+                "" if chosen.at == target else " (no cut was published at it)",
+            )
+            return PokeReturnValue(is_done=True, xcom_value=chosen.as_dict())
         try:
             resolved = read_state(resolved_state_path(self.warehouse, self.source))
         except ResolvedTimestampUnavailable as err:
@@ -104,6 +117,7 @@ class ResolvedTimestampSensor(BaseSensorOperator):
                 target=self._target().isoformat(),
                 poll_interval=float(self.poke_interval),
                 published_cut=self.wait_for == "cut",
+                cut_history=cut_history_location(self.warehouse),
             ),
             method_name="execute_complete",
             timeout=timedelta(seconds=float(self.timeout)),

@@ -28,9 +28,9 @@ from typing import Any, Protocol
 from airflow.sdk.exceptions import AirflowRuntimeError
 from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 
-from airflow_cdc.core.exceptions import ResolvedTimestampUnavailable
+from airflow_cdc.core.exceptions import CutHistoryUnavailable, ResolvedTimestampUnavailable
 from airflow_cdc.core.resolved_state import read_state
-from airflow_cdc.cuts import PublishedCut, read_published
+from airflow_cdc.cuts import PublishedCut, cut_for, cut_history_location, read_published
 from airflow_cdc.jobs import (
     bookkeeping_location,
     check_source,
@@ -239,7 +239,9 @@ class ResolvedBoundaryTrigger(BaseEventTrigger):
     changes committed in ``[interval_start, boundary)`` are landed), plus ``"cut"`` (as
     :meth:`~airflow_cdc.cuts.PublishedCut.as_dict`) with ``published_cut=True``. When the
     resolved timestamp jumps over several boundaries, it fires one event per boundary, oldest
-    first, each with the resolved timestamp (and cut) it read. To gate a task inside a DAG
+    first, each with the resolved timestamp it read and the cut that boundary's tasks read:
+    the one published at the boundary, else the oldest past it
+    (:func:`~airflow_cdc.cuts.cut_for`). To gate a task inside a DAG
     run, use :class:`~airflow_cdc.sensors.resolved.ResolvedTimestampSensor` instead.
 
     It fires for each boundary at most once. It records a boundary (see the module's
@@ -258,7 +260,8 @@ class ResolvedBoundaryTrigger(BaseEventTrigger):
         Default: none before the first resolved timestamp the trigger reads.
     :param published_cut: Watch the apply job's published consistent cut
         (:func:`~airflow_cdc.jobs.published_cut_path`) instead of the landed resolved
-        timestamp: fire once a cut at or past the boundary is published.
+        timestamp: fire once a cut at or past the boundary is published, with the cut at
+        the boundary (else the oldest past it) in the event.
     :param poll_interval: Seconds between reads of the state file (> 0).
     """
 
@@ -369,15 +372,20 @@ class ResolvedBoundaryTrigger(BaseEventTrigger):
         )
         return memory, passed
 
-    def _payload(self, index: int, reading: _Reading) -> dict[str, Any]:
+    async def _payload(self, index: int, reading: _Reading) -> dict[str, Any]:
+        """The event for boundary ``index``; with a cut, the one the boundary's tasks read
+        (from the cut history: raises while it cannot be read)."""
+        boundary = boundary_at(index, self.interval)
         payload: dict[str, Any] = {
             "source": self.source,
-            "boundary": boundary_at(index, self.interval).isoformat(),
+            "boundary": boundary.isoformat(),
             "interval_start": boundary_at(index - 1, self.interval).isoformat(),
             "resolved_ts": reading.resolved.isoformat(),
         }
         if reading.cut is not None:
-            payload["cut"] = reading.cut.as_dict()
+            history = cut_history_location(self.warehouse)
+            cut = await asyncio.to_thread(cut_for, reading.cut, history, boundary)
+            payload["cut"] = cut.as_dict()
         return payload
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
@@ -392,11 +400,14 @@ class ResolvedBoundaryTrigger(BaseEventTrigger):
                     reached = boundary_index(reading.resolved, self.interval)
                     for index in range(passed + 1, reached + 1):
                         boundary = boundary_at(index, self.interval)
+                        payload = await self._payload(index, reading)
                         # Recorded before it fires: at most once, even if killed in between.
                         await memory.record(boundary, reading.resolved)
                         passed = index
                         self.log.info("%s reached boundary %s", self.source, boundary)
-                        yield TriggerEvent(self._payload(index, reading))
+                        yield TriggerEvent(payload)
                 except _MEMORY_ERRORS as err:
                     self.log.warning("cannot use the boundary memory, waiting: %r", err)
+                except CutHistoryUnavailable as err:
+                    self.log.warning("waiting: %s", err)
             await asyncio.sleep(self.poll_interval)

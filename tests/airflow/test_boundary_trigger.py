@@ -286,12 +286,19 @@ def test_a_restarted_trigger_does_not_fire_again_and_catches_up(
 def test_a_jump_over_several_boundaries_fires_each_once_oldest_first(
     tmp_path: Path, reads: _Reads
 ) -> None:
+    from tests.airflow.cut_history import append_cuts
+
+    append_cuts(tmp_path, SOURCE, {"2026-01-01T00:30:00+00:00": 1})
     _publish(tmp_path, "2026-01-01T00:30:00+00:00")
     trigger = _trigger(tmp_path, published_cut=True)  # no asset store: the file memory
 
     async def scenario() -> list[dict[str, Any]]:
         watch = _Watch(trigger, reads)
         await watch.quiet()
+        # Two cuts published since the last read: at 02:00 (a run for 01:00-02:00) and
+        # at 03:10 (the pointer's).
+        append_cuts(tmp_path, SOURCE, {"2026-01-01T02:00:00+00:00": 2})
+        append_cuts(tmp_path, SOURCE, {"2026-01-01T03:10:00+00:00": 3})
         _publish(tmp_path, "2026-01-01T03:10:00+00:00")
         fired = await watch.fired(3)
         await watch.quiet()
@@ -302,8 +309,11 @@ def test_a_jump_over_several_boundaries_fires_each_once_oldest_first(
     assert _boundaries(fired) == ["01:00", "02:00", "03:00"]
     assert {p["resolved_ts"] for p in fired} == {"2026-01-01T03:10:00+00:00"}
     assert [p["interval_start"][11:16] for p in fired] == ["00:00", "01:00", "02:00"]
-    assert all(p["cut"]["cut_at"] == "2026-01-01T03:10:00+00:00" for p in fired)
-    assert fired[0]["cut"]["tables"]["public.orders"]["version"] == 3
+    # Each boundary's cut: the one at it, else the oldest past it (none was at 01:00).
+    cuts = [
+        (p["cut"]["cut_at"][11:16], p["cut"]["tables"]["public.orders"]["version"]) for p in fired
+    ]
+    assert cuts == [("02:00", 2), ("02:00", 2), ("03:10", 3)]
     memory = Path(boundary_memory_path(str(tmp_path), SOURCE, "cut", 3600))
     assert json.loads(memory.read_text())["boundary"] == "2026-01-01T03:00:00+00:00"
     assert [p.name for p in memory.parent.iterdir()] == [memory.name]  # no partial files

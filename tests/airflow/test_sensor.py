@@ -121,6 +121,78 @@ def test_waiting_for_a_published_cut_hands_the_cut_downstream(tmp_path: Path) ->
         ResolvedTimestampSensor(task_id="w", warehouse="/wh", source="s", wait_for="tables")
 
 
+def test_a_backfill_waiting_for_a_cut_gets_the_cut_of_its_own_hour(tmp_path: Path) -> None:
+    """Cuts were published at 00:30, 01:00 and 02:00 (newest): the task for 01:00 reads the
+    cut at 01:00, not the newest; the task for 01:30, at which none was published, the
+    oldest past it (02:00); the task for 02:30 waits. Deferred, the trigger hands over the
+    same cut."""
+    from airflow_cdc.cuts import cut_history_location
+    from airflow_cdc.jobs import published_cut_path
+    from tests.airflow.cut_history import append_cuts
+
+    def poked(target: str) -> dict | None:
+        sensor = ResolvedTimestampSensor(
+            task_id="wait", warehouse=str(tmp_path), source="dsql", target=target, wait_for="cut"
+        )
+        done = sensor.poke({})
+        return None if isinstance(done, bool) else done.xcom_value
+
+    def deferred(target: str) -> dict:
+        trigger = ResolvedTimestampTrigger(
+            published_cut_path(str(tmp_path), "dsql"),
+            target,
+            poll_interval=0.05,
+            published_cut=True,
+            cut_history=cut_history_location(str(tmp_path)),
+        )
+        trigger = ResolvedTimestampTrigger(**trigger.serialize()[1])
+
+        async def first() -> dict:
+            return (await asyncio.wait_for(anext(trigger.run()), timeout=5)).payload
+
+        return asyncio.run(first())["cut"]
+
+    append_cuts(tmp_path, "dsql", {"2026-01-01T00:30:00+00:00": 4})
+    append_cuts(tmp_path, "other", {"2026-01-01T01:00:00+00:00": 99})  # another source's
+    append_cuts(tmp_path, "dsql", {"2026-01-01T01:00:00+00:00": 5, "2026-01-01T02:00:00+00:00": 7})
+    _publish(tmp_path, "2026-01-01T02:00:00+00:00")  # the pointer: the newest, version 7
+    for target, (cut_at, version) in {
+        "2026-01-01T01:00:00+00:00": ("2026-01-01T01:00:00+00:00", 5),
+        "2026-01-01T00:15:00+00:00": ("2026-01-01T00:30:00+00:00", 4),
+        "2026-01-01T01:30:00+00:00": ("2026-01-01T02:00:00+00:00", 7),
+        "2026-01-01T02:00:00+00:00": ("2026-01-01T02:00:00+00:00", 7),
+    }.items():
+        for cut in (poked(target), deferred(target)):
+            assert cut is not None
+            assert (cut["cut_at"], cut["tables"]["public.orders"]["version"]) == (cut_at, version)
+            assert cut["tables"]["public.orders"]["location"] == f"{tmp_path}/public/orders"
+    assert poked("2026-01-01T02:30:00+00:00") is None
+
+
+def test_a_cut_history_that_cannot_be_read_makes_the_sensor_wait(tmp_path: Path) -> None:
+    """The pointer is past the target, so the cut at the target is looked up in the history;
+    while that cannot be read (here: a log entry that is not JSON), the sensor waits rather
+    than handing over the newest cut."""
+    from airflow_cdc.cuts import cut_history_location
+    from tests.airflow.cut_history import append_cuts
+
+    append_cuts(tmp_path, "dsql", {"2026-01-01T01:00:00+00:00": 5})
+    _publish(tmp_path, "2026-01-01T02:00:00+00:00")
+    log = Path(cut_history_location(str(tmp_path))) / "_delta_log"
+    (log / "00000000000000000001.json").write_text("not json\n")
+    sensor = ResolvedTimestampSensor(
+        task_id="wait",
+        warehouse=str(tmp_path),
+        source="dsql",
+        target="2026-01-01T01:00:00+00:00",
+        wait_for="cut",
+    )
+    assert sensor.poke({}) is False
+    (log / "00000000000000000001.json").unlink()
+    done = sensor.poke({})
+    assert not isinstance(done, bool) and done.xcom_value["cut_at"].startswith("2026-01-01T01:00")
+
+
 def test_trigger_fires_with_the_cut_once_one_is_published_past_the_target(
     tmp_path: Path,
 ) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from airflow_cdc.cuts import published_cut, read_cut
+from airflow_cdc.cuts import PublishedCut, cut_reaching, published_cut, read_cut
 from cdc_demo.dsql_stream import write_ndjson
 from spark_jobs import apply_changes, maintain
 from spark_jobs.ledger import STATUSES
@@ -118,6 +118,24 @@ def rows_of(frame: Any, columns: tuple[str, ...]) -> dict[int, dict[str, Any]]:
 
 
 COLUMNS = {"accounts": ("id", "balance"), "transfers": ("id", "account_id", "amount")}
+
+
+def delta_rs_state(cut: PublishedCut) -> dict[str, dict[int, dict[str, Any]]]:
+    """Each table's live rows at the cut's versions, as delta-rs reads them (no Spark)."""
+    import pyarrow as pa
+    from deltalake import DeltaTable
+
+    state = {}
+    for name, where in cut.tables.items():
+        table = DeltaTable(where["location"], version=where["version"])
+        rows = pa.RecordBatchReader.from_stream(table.scan()).read_all().to_pylist()
+        columns = COLUMNS[name.split(".")[1]]
+        state[name.split(".")[1]] = {
+            r["id"]: {c: str(r[c]) if isinstance(r[c], Decimal) else r[c] for c in columns}
+            for r in rows
+            if not r["_cdc_deleted"]
+        }
+    return state
 
 
 def tables_at(spark: Any, warehouse: str) -> dict[str, dict[int, dict[str, Any]]]:
@@ -224,6 +242,16 @@ def test_every_published_cut_is_the_source_state_at_its_time(
         } == (state_as_of(source, end))
     newest = published_cut(warehouse, "cdc")
     assert newest is not None and newest.at == at(3, 0)
+    # What a sensor for each hour hands over, read without Spark: that hour's own cut, and
+    # delta-rs reads the source's state at its end from the versions it names.
+    for hour in range(3):
+        end = at(hour + 1, 0)
+        cut = cut_reaching(warehouse, "cdc", end)
+        assert cut is not None and cut.at == end and cut.interval_end == end
+        assert delta_rs_state(cut) == state_as_of(source, end)
+    early = cut_reaching(warehouse, "cdc", at(0, 30))  # none at 00:30: the oldest past it
+    assert early is not None and early.at == at(1, 0)
+    assert cut_reaching(warehouse, "cdc", at(3, 0) + dt.timedelta(microseconds=1)) is None
 
     # A late change of the first hour: the cut is heuristic (DSQL), so the next cut applies
     # it and the ledger says it came late.
