@@ -4,7 +4,9 @@ The driver takes each partition's high watermark when the run starts; one Spark 
 partition reads from the offset after its checkpoint up to that watermark with a Kafka
 consumer (no consumer group: the checkpoints are the landed progress rows, committed in the
 same Delta commit as the records). A record keeps the message's key, value (``null`` for a
-null value), topic, partition, offset and timestamp.
+null value), topic, partition, offset and timestamp. Offsets after a checkpoint that the
+topic's retention removed before the run reached them land as one record per partition
+(:func:`expired_row`) that the apply quarantines as ``expired_before_landing``.
 
 Resolved timestamp: for formats with in-band markers (``--format`` ydb, cockroachdb, cdl) a
 partition's horizon is the newest marker landed from it, and the resolved timestamp is the
@@ -29,7 +31,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
-from airflow_cdc.core.events import Message
+from airflow_cdc.core.events import EXPIRED_PREFIX, Message
 from airflow_cdc.core.formats import IN_BAND_RESOLVED, MESSAGE_KEYED, resolved_marker
 from airflow_cdc.core.ordering import pad_decimal
 from airflow_cdc.core.types import MAX_MICROS
@@ -50,7 +52,7 @@ from spark_jobs.times import from_micros
 log = logging.getLogger("airflow_cdc.jobs")
 
 JOB_NAME = "land_kafka"
-JOB_VERSION = "1.1.9"
+JOB_VERSION = "1.1.10"
 OFFSET_WIDTH = 20
 
 
@@ -122,6 +124,13 @@ class KafkaPartitionReader:
         after = int(task.after_sequence) if task.after_sequence is not None else None
         first = first_offset(task.shard_id, after, low, high)
         last, marker = after, None
+        lost = expired_offsets(after, low)
+        if lost is not None:
+            # Retention removed them before they were landed: one landed record stands for
+            # them (quarantined: the changes are lost), and the checkpoint moves past them.
+            log.warning("%s: offsets %d to %d expired before landing", task.shard_id, *lost)
+            yield expired_row(self.source, task.shard_id, topic, *lost)
+            last = lost[1]
         stop = min(high, first + self.max_records)
         caught_up = first >= high
         if first < stop:
@@ -227,9 +236,37 @@ def first_offset(shard: str, after: int | None, low: int, high: int) -> int:
             f" {high}): the topic was deleted and created again, or its log truncated; land"
             " it as a new source (--source) to read it from its start"
         )
-    if after is not None and after + 1 < low:
-        log.warning("%s: offsets %d..%d expired before landing", shard, after + 1, low)
     return low if after is None else max(after + 1, low)
+
+
+def expired_offsets(after: int | None, low: int) -> tuple[int, int] | None:
+    """The first and last offsets after the checkpoint ``after`` that the log, which now
+    begins at ``low``, no longer has; ``None`` if it has them all. (A partition landed for
+    the first time has no such offsets: landing begins where its log does.)"""
+    if after is None or after + 1 >= low:
+        return None
+    return after + 1, low - 1
+
+
+def expired_row(source: str, shard: str, topic: str, first: int, last: int) -> tuple[Any, ...]:
+    """The landed record that stands for the offsets ``first`` to ``last`` of a partition,
+    which expired before they were landed: no value, and an envelope error that quarantines
+    it as ``expired_before_landing`` (the ledger and the accounting count it, and the
+    quarantine says which changes were lost)."""
+    count = last - first + 1
+    return record_row(
+        f"kafka:{shard}@{first}-{last}",
+        topic,
+        shard,
+        str(first),
+        pad_decimal(first, OFFSET_WIDTH),
+        None,
+        None,
+        None,
+        f"{EXPIRED_PREFIX}offsets {first} to {last} of partition {shard} ({count} messages)"
+        f" expired from the topic (its retention) before source {source!r} landed them;"
+        " their changes are not in the tables",
+    )
 
 
 def message_key(key: bytes | None) -> tuple[str | None, str | None]:

@@ -25,7 +25,15 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from airflow_cdc.core import jsontext
-from airflow_cdc.core.events import ChangeRecord, Control, Fragment, Message
+from airflow_cdc.core.events import (
+    EXPIRED_BEFORE_LANDING,
+    EXPIRED_PREFIX,
+    ChangeRecord,
+    Control,
+    Fragment,
+    Message,
+    envelope_failure,
+)
 from airflow_cdc.core.exceptions import RecordFormatError
 from airflow_cdc.core.formats import parser_for
 from airflow_cdc.core.formats.common import RecordLimits
@@ -428,8 +436,13 @@ def _dsql_error(f: _Fields, most: int) -> Column:
     )
     return (
         F.when(
-            F.col("envelope_error").isNotNull(), failure("bad_envelope", F.col("envelope_error"))
+            F.col("envelope_error").startswith(EXPIRED_PREFIX),
+            failure(
+                EXPIRED_BEFORE_LANDING,
+                F.substring("envelope_error", len(EXPIRED_PREFIX) + 1, 1 << 30),
+            ),
         )
+        .when(F.col("envelope_error").isNotNull(), failure("bad_envelope", F.col("envelope_error")))
         .when(
             ~F.coalesce(F.is_valid_utf8("payload"), F.lit(True)),
             failure("invalid_utf8", "the record is not UTF-8 text"),
@@ -577,7 +590,7 @@ def _parsed_row(parse: Any, row: dict[str, Any]) -> dict[str, Any]:
     raw = row["data"]
     try:
         if row["envelope_error"]:
-            raise RecordFormatError("bad_envelope", row["envelope_error"])
+            raise RecordFormatError(*envelope_failure(row["envelope_error"]))
         try:
             strict = None if raw is None else bytes(raw).decode("utf-8")
         except UnicodeDecodeError as err:

@@ -100,6 +100,21 @@ class Message:
     topic: str | None = None
 
 
+# The quarantine reason of a landed record that stands for messages the source no longer had
+# when the landing reached them (a Kafka topic's retention removed them): its envelope error
+# is this prefix and what was lost. Every other envelope error is ``bad_envelope``.
+EXPIRED_BEFORE_LANDING = "expired_before_landing"
+EXPIRED_PREFIX = f"{EXPIRED_BEFORE_LANDING}: "
+
+
+def envelope_failure(error: str) -> tuple[str, str]:
+    """The quarantine reason of a landed record whose envelope error is ``error``, and what
+    the reason's detail says."""
+    if error.startswith(EXPIRED_PREFIX):
+        return EXPIRED_BEFORE_LANDING, error.removeprefix(EXPIRED_PREFIX)
+    return "bad_envelope", error
+
+
 # What a control message does.
 RESOLVED = "resolved"
 HEARTBEAT = "heartbeat"

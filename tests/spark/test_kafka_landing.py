@@ -216,6 +216,52 @@ def test_a_partition_whose_log_is_shorter_than_its_checkpoint_stops_the_landing(
         land_kafka.main([*args, "--batch-id", "b2"])
 
 
+def test_offsets_expired_before_landing_are_one_quarantined_record(
+    spark: Any, tmp_path: Path, kafka_bootstrap: str
+) -> None:
+    # Retention removed offsets 10 to 14 of a partition before the landing reached them (the
+    # broker's DeleteRecords moves the log's start as retention does). Their changes are
+    # lost; the landing says so with one landed record that the apply quarantines, and reads
+    # on from the log's start.
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    topic = "expiring"
+    stream = generate("cockroachdb", changes=30, partitions=1, seed=3)
+    messages = [{**json.loads(line), "topic": topic} for line in stream.lines]
+    create_topic(kafka_bootstrap, topic, 1)
+    warehouse = str(tmp_path / "warehouse")
+    args = ["--warehouse", warehouse, "--bootstrap-servers", kafka_bootstrap, "--topic", topic]
+    args += ["--source", "feed", "--format", "cockroachdb"]
+    produce(kafka_bootstrap, messages[:10])
+    assert land_kafka.main([*args, "--batch-id", FIRST])["landed"] == 10
+    produce(kafka_bootstrap, messages[10:20])
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    for future in admin.delete_records([TopicPartition(topic, 0, 15)]).values():
+        future.result(30)
+    assert land_kafka.main([*args, "--batch-id", SECOND])["landed"] == 1 + 5
+    assert land_kafka.main([*args, "--batch-id", "2026-01-01T03:00:00+00:00"])["landed"] == 0
+
+    raw = spark.read.format("delta").load(Warehouse(warehouse).raw).where(f"kind = '{RECORD}'")
+    offsets = sorted(r["record_id"].rpartition("@")[2] for r in raw.collect())
+    assert offsets == sorted([*(str(n) for n in [*range(10), *range(15, 20)]), "10-14"])
+    ddl = DDL.replace("items", topic)  # CockroachDB names the table by its topic
+    process(warehouse, FIRST, ddl=ddl, source="feed", fmt="cockroachdb")
+    stats = process(warehouse, SECOND, ddl=ddl, source="feed", fmt="cockroachdb")["apply"]
+    [row] = spark.read.format("delta").load(f"{warehouse}/_cdc/quarantine").collect()
+    assert (row["record_id"], row["reason"]) == (f"kafka:{topic}/0@10-14", "expired_before_landing")
+    assert row["detail"].startswith(
+        f"expired_before_landing: offsets 10 to 14 of partition {topic}/0 (5 messages) expired"
+    )
+    accounting = stats["accounting"]
+    assert accounting["landed"] == 6 and accounting["quarantined"] == 1
+    assert accounting["unprocessed"] == 0
+    assert accounting["landed"] == sum(
+        accounting[s]
+        for s in ("applied", "superseded", "duplicate", "pending", "quarantined", "control")
+    )
+
+
 def test_a_topic_no_longer_landed_holds_the_resolved_time_back_no_more(
     spark: Any, tmp_path: Path, kafka_bootstrap: str
 ) -> None:

@@ -280,3 +280,32 @@ def test_base64_payloads_are_not_decoded_twice(spark: Any) -> None:
     encoded = base64.b64encode(INSERT.encode()).decode()
     [view] = parse_in_spark(spark, [encoded])
     assert view == {"rtype": "error", "reason": "malformed_json"}
+
+
+def test_an_envelope_error_is_quarantined_alike_by_the_jvm_and_the_core(spark: Any) -> None:
+    """A landed record with an envelope error is refused before its bytes are read: offsets
+    that expired before landing as ``expired_before_landing`` (the error's prefix names it),
+    any other error as ``bad_envelope``; the detail is the error after the reason, in both
+    parsers."""
+    from spark_jobs.parse import parse_with_core
+
+    errors = {
+        "r1": "expired_before_landing: offsets 3 to 7 of partition t/0 (5 messages) expired",
+        "r2": "the message key is not UTF-8: invalid start byte",
+        "r3": "not expired_before_landing: a prefix only counts at the start",
+    }
+    want = {
+        "r1": ("expired_before_landing", errors["r1"]),
+        "r2": ("bad_envelope", f"bad_envelope: {errors['r2']}"),
+        "r3": ("bad_envelope", f"bad_envelope: {errors['r3']}"),
+    }
+    rows = [(r, "t/0", "b", None, None, e, None, "", "t") for r, e in errors.items()]
+    frame = spark.createDataFrame(rows, RAW)
+    jvm = parse_records(frame, "dsql", None).select("record_id", "rtype", "reason", "detail")
+    core = parse_with_core(frame, "debezium", RecordLimits()).select(
+        "record_id", "rtype", "reason", "detail"
+    )
+    for parsed in (jvm, core):
+        got = {r["record_id"]: (r["reason"], r["detail"]) for r in parsed.collect()}
+        assert got == want
+        assert {r["rtype"] for r in parsed.collect()} == {"error"}
