@@ -38,6 +38,8 @@ from airflow_cdc.core.types import MAX_MICROS
 from airflow_cdc.jobs import KAFKA_CONFIG_ENV, OFFSETS_BEHIND
 from spark_jobs.arguments import base_parser, landed_source, source_name
 from spark_jobs.landing import (
+    LOG_ID,
+    Checkpoint,
     ShardTask,
     add_landing_arguments,
     land,
@@ -52,7 +54,7 @@ from spark_jobs.times import from_micros
 log = logging.getLogger("airflow_cdc.jobs")
 
 JOB_NAME = "land_kafka"
-JOB_VERSION = "1.1.10"
+JOB_VERSION = "1.1.11"
 OFFSET_WIDTH = 20
 
 
@@ -91,6 +93,7 @@ class KafkaPartitionReader:
     """Reads one partition from after its checkpoint up to the watermark taken at planning.
 
     :param watermarks: (low, high) offsets per shard id, taken when the run started.
+    :param topic_ids: Each topic's id, kept with its partitions' checkpoints.
     :param max_records: Upper bound on records read from one partition in one run.
     :param config: Client settings (:func:`client_config`); they may hold secrets, so the
         reader never prints them.
@@ -106,11 +109,13 @@ class KafkaPartitionReader:
         fmt: str | None,
         max_records: int,
         timeout: float = 60.0,
+        topic_ids: dict[str, str] | None = None,
     ) -> None:
         self.bootstrap = bootstrap
         self._config = dict(config)
         self.source = source
         self.watermarks = watermarks
+        self.topic_ids = topic_ids or {}
         self.planned_at = planned_at
         self.fmt = fmt
         self.max_records = max_records
@@ -182,7 +187,7 @@ class KafkaPartitionReader:
             None if final is None else pad_decimal(final, OFFSET_WIDTH),
             False,
             horizon,
-            {OFFSETS_BEHIND: behind},
+            {OFFSETS_BEHIND: behind, LOG_ID: self.topic_ids.get(topic)},
         )
 
     def _record(self, shard: str, topic: str, message: Any) -> tuple[tuple[Any, ...], int | None]:
@@ -304,6 +309,33 @@ def plan(bootstrap: str, config: dict[str, Any], topics: list[str]) -> dict[str,
         client.close()
 
 
+def topic_ids(bootstrap: str, config: dict[str, Any], topics: list[str]) -> dict[str, str]:
+    """Each topic's id (the broker gives a topic a new one when it is created again)."""
+    from confluent_kafka import TopicCollection
+    from confluent_kafka.admin import AdminClient
+
+    # The admin client takes the connection and security settings; consumer ones it ignores.
+    admin = AdminClient({**config, "bootstrap.servers": bootstrap})
+    described = admin.describe_topics(TopicCollection(list(dict.fromkeys(topics))))
+    return {topic: str(future.result(30).topic_id) for topic, future in described.items()}
+
+
+def check_logs(checkpoints: dict[str, Checkpoint], ids: dict[str, str]) -> None:
+    """Refuse to read on from a checkpoint of a topic that was deleted and created again
+    since (its id changed): the new log reuses the offsets, whose record ids were landed
+    already. A checkpoint that names no id (landed before ids were kept) takes the current
+    one."""
+    for shard, checkpoint in sorted(checkpoints.items()):
+        topic = shard.rpartition("/")[0]
+        if checkpoint.log_id is not None and topic in ids and checkpoint.log_id != ids[topic]:
+            raise RuntimeError(
+                f"{shard}: topic {topic!r} was deleted and created again since it was last"
+                f" landed (its id was {checkpoint.log_id}, now {ids[topic]}): its offsets"
+                " start again, and those already landed would be taken for duplicates; land"
+                " it as a new source (--source) to read it from its start"
+            )
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = base_parser(__doc__)
     parser.add_argument("--bootstrap-servers", required=True)
@@ -321,6 +353,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     planned_at = dt.datetime.now(dt.UTC)
     config = client_config()
     watermarks = plan(args.bootstrap_servers, config, args.topic)
+    ids = topic_ids(args.bootstrap_servers, config, args.topic)
+    check_logs(checkpoints, ids)
     # A partition of a topic no longer landed holds the resolved time back no more (it would
     # for ever); its checkpoint stays, for the topic to be read on from it if landed again.
     checkpoints = {
@@ -338,6 +372,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         planned_at,
         args.format,
         args.max_records_per_partition,
+        topic_ids=ids,
     )
     lateness = lateness_us(args.format, args.lateness_seconds)
     stats = land(

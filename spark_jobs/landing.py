@@ -46,12 +46,20 @@ STALE_STAGING_SECONDS = 24 * 3600.0
 
 @dataclass(frozen=True)
 class Checkpoint:
-    """Where a shard's landing stands: last landed position, and whether it ended."""
+    """Where a shard's landing stands: last landed position, and whether it ended.
+    ``log_id``: which log the positions are of, where the source names it (a Kafka topic's
+    id): a log of the same name with another id (a topic deleted and created again) reuses
+    the positions."""
 
     shard_id: str
     sequence_number: str | None
     closed: bool
     horizon_us: int | None
+    log_id: str | None = None
+
+
+# The key of a progress row's report (its ``data``, JSON) that names the shard's log.
+LOG_ID = "log_id"
 
 
 @dataclass(frozen=True)
@@ -89,12 +97,16 @@ def load_checkpoints(ctx: JobContext, source: str) -> tuple[dict[str, Checkpoint
     if isinstance(hint, int):
         progress = progress.where(F.col("land_seq") >= hint)
     rows = progress.select(
-        "shard_id", "sequence_number", "shard_closed", horizon_us(), "land_seq"
+        "shard_id", "sequence_number", "shard_closed", horizon_us(), "land_seq", "data"
     ).collect()
     newest = max((r["land_seq"] for r in rows), default=0)
     checkpoints = {
         r["shard_id"]: Checkpoint(
-            r["shard_id"], r["sequence_number"], bool(r["shard_closed"]), r["horizon_us"]
+            r["shard_id"],
+            r["sequence_number"],
+            bool(r["shard_closed"]),
+            r["horizon_us"],
+            _report(r["data"]).get(LOG_ID),
         )
         for r in rows
         if r["land_seq"] == newest
@@ -139,6 +151,8 @@ def land(
                 row = replace(row, horizon_us=newest_of(before.horizon_us, row.horizon_us))
             if row.sequence_number is None and before is not None:
                 row = replace(row, sequence_number=before.sequence_number)
+            if row.log_id is None and before is not None:
+                row = replace(row, log_id=before.log_id)
             progress[row.shard_id] = row
             if row.closed:
                 finished.add(row.shard_id)
@@ -347,8 +361,15 @@ def _progress_rows(
     """The checkpoint rows of a landing run: one per shard the source has."""
     rows = []
     for c in progress.values():
+        report = None if c.log_id is None else {LOG_ID: c.log_id}
         row = progress_row(
-            source, c.shard_id, c.sequence_number, None, c.closed, from_micros(c.horizon_us)
+            source,
+            c.shard_id,
+            c.sequence_number,
+            None,
+            c.closed,
+            from_micros(c.horizon_us),
+            report,
         )
         rows.append((*row[:1], source, *row[1:], land_seq, ctx.batch_id, run))
     return ctx.spark.createDataFrame(rows, RAW_SCHEMA)
@@ -435,22 +456,25 @@ def _wave_progress(ctx: JobContext, path: str) -> list[tuple[Checkpoint, dict[st
         .select("shard_id", "sequence_number", "shard_closed", horizon_us(), "data")
         .collect()
     )
+    reports = [_report(r["data"]) for r in rows]
     return [
         (
             Checkpoint(
-                r["shard_id"], r["sequence_number"], bool(r["shard_closed"]), r["horizon_us"]
+                r["shard_id"],
+                r["sequence_number"],
+                bool(r["shard_closed"]),
+                r["horizon_us"],
+                report.get(LOG_ID),
             ),
-            _tip_report(r["data"]),
+            {k: int(v) for k, v in report.items() if k in TIP_UNITS and v is not None},
         )
-        for r in rows
+        for r, report in zip(rows, reports, strict=True)
     ]
 
 
-def _tip_report(data: bytes | None) -> dict[str, int]:
-    if not data:
-        return {}
-    report = json.loads(bytes(data))
-    return {k: int(v) for k, v in report.items() if k in TIP_UNITS and v is not None}
+def _report(data: bytes | None) -> dict[str, Any]:
+    """A progress row's report (its ``data``): see :func:`progress_row`."""
+    return json.loads(bytes(data)) if data else {}
 
 
 def progress_row(
@@ -460,12 +484,13 @@ def progress_row(
     seq_key: str | None,
     closed: bool,
     horizon: dt.datetime | None,
-    tip: dict[str, int] | None = None,
+    report: dict[str, Any] | None = None,
 ) -> tuple[Any, ...]:
-    """The checkpoint row a reader yields last (record_id, stream ... horizon_ts). ``tip``,
-    how far the reader stopped behind the shard's tip (:data:`OFFSETS_BEHIND` or
-    :data:`MILLIS_BEHIND`), rides in the row's ``data`` to the driver: a wave's progress rows
-    stay in staging (the committed checkpoint rows are written afresh, without it)."""
+    """The checkpoint row a reader yields last (record_id, stream ... horizon_ts). ``report``
+    rides in the row's ``data`` (JSON) to the driver: how far the reader stopped behind the
+    shard's tip (:data:`OFFSETS_BEHIND`, :data:`MILLIS_BEHIND` or :data:`LINES_BEHIND`; a
+    wave's progress rows stay in staging, and the committed checkpoint rows are written
+    afresh without it), and the shard's :data:`LOG_ID`, which the committed rows keep."""
     return (
         f"progress:{stream}/{shard_id}/{uuid.uuid4().hex}",
         stream,
@@ -474,7 +499,7 @@ def progress_row(
         seq_key,
         None,
         None,
-        json.dumps(tip).encode() if tip else None,
+        json.dumps(report).encode() if report else None,
         None,
         PROGRESS,
         closed,

@@ -184,20 +184,26 @@ def test_a_message_timestamp_past_the_year_9999_is_an_envelope_error() -> None:
         land_files.kafka_line(dump_line)
 
 
-def test_a_partition_whose_log_is_shorter_than_its_checkpoint_stops_the_landing(
-    spark: Any, tmp_path: Path, kafka_bootstrap: str
+@pytest.mark.parametrize("sent_again", [2, 7])
+def test_a_topic_deleted_and_created_again_stops_the_landing(
+    spark: Any, tmp_path: Path, kafka_bootstrap: str, sent_again: int
 ) -> None:
-    # A topic deleted and created again: its new log reuses the offsets already landed. Read
-    # on from its end, they would never land (the run took itself for caught up).
+    # A topic deleted and created again: its new log reuses the offsets already landed.
+    # Read on from the checkpoint, they would never land (their record ids are the landed
+    # ones'), whether the new log is still shorter than the checkpoint (2 messages: the run
+    # took itself for caught up) or has grown past it (7: it read offsets 5 and 6 only). The
+    # checkpoint keeps the topic's id, which the broker gives the new topic afresh.
     from confluent_kafka.admin import AdminClient
 
-    topic = "recreated"
+    topic = f"recreated-{sent_again}"
     create_topic(kafka_bootstrap, topic, 1)
     message = {"topic": topic, "partition": 0, "key": "k", "value": '{"n": 1}'}
     produce(kafka_bootstrap, [message] * 5)
     warehouse = str(tmp_path / "warehouse")
     args = ["--warehouse", warehouse, "--bootstrap-servers", kafka_bootstrap, "--topic", topic]
     assert land_kafka.main([*args, "--batch-id", "b1"])["landed"] == 5
+    produce(kafka_bootstrap, [message])
+    assert land_kafka.main([*args, "--batch-id", "b2"])["landed"] == 1  # the same topic
 
     admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
     for future in admin.delete_topics([topic]).values():
@@ -211,9 +217,12 @@ def test_a_partition_whose_log_is_shorter_than_its_checkpoint_stops_the_landing(
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.5)
-    produce(kafka_bootstrap, [message] * 2)
-    with pytest.raises(Exception, match="is past the partition's end"):
-        land_kafka.main([*args, "--batch-id", "b2"])
+    produce(kafka_bootstrap, [message] * sent_again)
+    with pytest.raises(Exception, match="was deleted and created again"):
+        land_kafka.main([*args, "--batch-id", "b3"])
+    # As a new source it lands from its start.
+    again = land_kafka.main([*args, "--batch-id", "b3", "--source", f"{topic}-2"])
+    assert again["landed"] == sent_again
 
 
 def test_offsets_expired_before_landing_are_one_quarantined_record(
