@@ -72,7 +72,7 @@ from spark_jobs.warehouse import RECORD, JobContext
 
 log = logging.getLogger("airflow_cdc.jobs")
 JOB_NAME = "apply_changes"
-JOB_VERSION = "2.8.10"
+JOB_VERSION = "2.8.11"
 
 
 @dataclass(frozen=True)
@@ -192,15 +192,22 @@ def open_sets(
     ]
     done = final_ids(ctx, source, batches)
     if done is not None:
-        state = state.join(done, "record_id", "left_anti")
-    if held is not None:  # open rows only: a settled set's closed marker stays
-        members = cutting.member_ids(held).withColumn("_held", F.lit(True))
-        state = (
-            state.join(members, "record_id", "left")
-            .where(F.col("_held").isNull() | (F.col("state") != reassemble.OPEN))
-            .drop("_held")
-        )
+        state = _without_open(state, done)
+    if held is not None:
+        state = _without_open(state, cutting.member_ids(held))
     return state, True
+
+
+def _without_open(state: DataFrame, finished: DataFrame) -> DataFrame:
+    """``state`` less the open rows of the records in ``finished`` (``record_id``): a
+    settled set's closed marker stays, though its record is final too, for the set's
+    redeliveries to be known as such."""
+    found = finished.select("record_id").distinct().withColumn("_finished", F.lit(True))
+    return (
+        state.join(found, "record_id", "left")
+        .where(F.col("_finished").isNull() | (F.col("state") != reassemble.OPEN))
+        .drop("_finished")
+    )
 
 
 def buffer(parsed: DataFrame, state: DataFrame, source: str, now: dt.datetime) -> DataFrame:

@@ -161,3 +161,37 @@ def test_a_held_chunked_change_quarantined_later_keeps_its_payloads(
     ]
     assert {r["reason"] for r in quarantine} == {"decode_error"}
     assert all(r["payload"] == landed[r["record_id"]] for r in quarantine)
+
+
+def test_a_set_s_redelivery_in_a_later_batch_is_a_duplicate_beside_a_waiting_set(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Batch 1 completes set A and leaves set B waiting for its second fragment; batch 2
+    brings A's chunked record again (at-least-once: a new record id, the same chunk id) and
+    B's last fragment. The settled set's marker must outlive the open rows of its batch: A's
+    redelivery is a duplicate (it waited, and was quarantined once its age ran out, when
+    the marker went with B's open rows)."""
+    pieces = ['{"id": 1, ', '"name": "a"}']
+    record_a = json.loads(chunked(BASE_NS + 1, "a"))
+    record_a["chunked"]["after"]["crc32c"] = str(crc32c.crc32c("".join(pieces).encode()))
+    record_a = json.dumps(record_a)
+    record_b = json.loads(chunked(BASE_NS + 2, "b"))
+    b_pieces = ['{"id": 2, ', '"name": "b"}']
+    record_b["chunked"]["after"]["crc32c"] = str(crc32c.crc32c("".join(b_pieces).encode()))
+    first = [
+        record_a,
+        *(fragment("a", i, p) for i, p in enumerate(pieces)),
+        json.dumps(record_b),
+        fragment("b", 0, b_pieces[0]),
+    ]
+    warehouse = str(tmp_path / "warehouse")
+    write_ndjson(first, str(tmp_path / "d1"), files=1)
+    land_dump(warehouse, str(tmp_path / "d1"), "b1")
+    one = process(warehouse, "b1", ddl=DDL, max_pending_age=0.5)["apply"]["accounting"]
+    assert (one["applied"], one["pending"]) == (3, 2)
+    write_ndjson([record_a, fragment("b", 1, b_pieces[1])], str(tmp_path / "d2"), files=1)
+    land_dump(warehouse, str(tmp_path / "d2"), "b2")
+    two = process(warehouse, "b2", ddl=DDL, max_pending_age=0.5)["apply"]["accounting"]
+    assert (two["duplicate"], two["applied"], two["pending"], two["quarantined"]) == (1, 1, 0, 0)
+    table = spark.read.format("delta").load(f"{warehouse}/public/accounts")
+    assert sorted((r["id"], r["name"]) for r in table.collect()) == [(1, "a"), (2, "b")]
