@@ -72,7 +72,7 @@ from spark_jobs.warehouse import RECORD, JobContext
 
 log = logging.getLogger("airflow_cdc.jobs")
 JOB_NAME = "apply_changes"
-JOB_VERSION = "2.8.11"
+JOB_VERSION = "2.8.12"
 
 
 @dataclass(frozen=True)
@@ -283,7 +283,10 @@ def apply_tables(
         good = resolve.place_unordered(
             ctx.spark, good, keys, path, ctx.batch_id, present=facts.unordered
         )
-        winners, losers = resolve.resolve_table(good, keys, partial=facts.partial)
+        stored = (
+            resolve.earlier_rows(ctx.spark, path, keys, ctx.batch_id) if facts.partial else None
+        )
+        winners, losers = resolve.resolve_table(good, keys, partial=facts.partial, stored=stored)
         for frame in losers:
             outcomes.status(frame)
         statuses, counts = apply.apply_table(

@@ -44,6 +44,7 @@ from spark_jobs.delta_tables import table_version
 from spark_jobs.files import read_text, write_text
 from spark_jobs.ledger import PENDING
 from spark_jobs.parse import PARSED_COLUMNS, TEXT_FIELDS, TXN, from_text
+from spark_jobs.resolve import has_commit_time
 from spark_jobs.schemas import struct
 from spark_jobs.times import from_micros, horizon_us, to_micros
 from spark_jobs.warehouse import PROGRESS, RECORD, JobContext
@@ -352,10 +353,11 @@ def hold_statuses(held: DataFrame, cut: Cut) -> DataFrame:
 
 def late(cut: Cut) -> Column | None:
     """Whether a decoded change (``_cdc_commit_ts``) lies below the published cut (a change
-    without a commit time, ``UNORDERED``, is never late: nothing places it in time)."""
+    without a commit time, ``UNORDERED`` or placed after another, is never late: nothing
+    places it in time)."""
     if cut.published is None:
         return None
-    timed = ~F.coalesce(F.col("_cdc_sequence").startswith(UNORDERED), F.lit(False))
+    timed = has_commit_time(F.col("_cdc_sequence"))
     below = F.col("_cdc_commit_ts") < F.lit(cut.published).cast("timestamp")
     return F.coalesce(timed & below, F.lit(False))
 

@@ -27,7 +27,7 @@ from pyspark.sql import functions as F
 
 from airflow_cdc.core.columns import COLUMN_LIMIT, INVALID_NAME, RESERVED_PREFIX, admit
 from airflow_cdc.core.ddl import ColumnSpec, TableSpec
-from airflow_cdc.core.formats.common import UNORDERED
+from airflow_cdc.core.formats.common import PLACED, UNORDERED
 from airflow_cdc.core.rows import type_conflicts
 from airflow_cdc.core.types import column_of, column_of_spark, spark_type, widen, widens
 from spark_jobs.frames import checkpoint_counting, materialize
@@ -159,6 +159,7 @@ DECODE_REASONS = (
     "key_mismatch",
     "type_conflict",
     "decode_error",
+    "special_key",
 )
 
 
@@ -288,7 +289,9 @@ def _decode_rare(marked: DataFrame, spec: TableSpec, full: list[ColumnSpec]) -> 
         F.when(parts[c.name].error.isNotNull(), _error("decode_error", parts[c.name].error))
         for c in full
     ]
-    error = F.coalesce(*errors)
+    # Only values in no common form can be special (NaN, infinity): a key holding one is
+    # refused here, after the decode errors, as the core refuses it.
+    error = F.coalesce(*errors, *_special_key(list(spec.primary_key), parts))
     found = F.col("_err_reason").isNotNull()
     declared = {c.name for c in spec.columns}
     kept = [c for c in marked.columns if c not in declared and c not in _REDECODED]
@@ -321,6 +324,30 @@ def _special_values(decoded: dict[str, DecodedColumn]) -> Column:
 
 # The first pass's columns that the second replaces or drops.
 _REDECODED = ("_cdc_rare", "_cdc_special_values", *ERROR_COLUMNS)
+
+
+def _special_key(keys: list[str], decoded: dict[str, DecodedColumn]) -> list[Column]:
+    """The ``special_key`` error of a change whose key columns hold special values (NaN,
+    infinity), which their types store only as null (see ``core.rows.decode_change``)."""
+    specials: list[tuple[str, Column]] = []
+    for name in keys:
+        marker = decoded[name].special if name in decoded else None
+        if marker is not None:
+            specials.append((name, marker))
+    if not specials:
+        return []
+    named = F.concat_ws(
+        ", ",
+        *[F.when(s.isNotNull(), F.concat(F.lit(f"{name} holds "), s)) for name, s in specials],
+    )
+    message = F.concat(
+        named,
+        F.lit(": a key column's type stores it only as null, and a null key matches no row"),
+    )
+    held = F.lit(False)
+    for _, s in specials:
+        held = held | s.isNotNull()
+    return [F.when(held, _error("special_key", message))]
 
 
 def _finish(
@@ -483,6 +510,13 @@ def is_unordered(sequence: Column) -> Column:
     return sequence.startswith(UNORDERED)
 
 
+def has_commit_time(sequence: Column) -> Column:
+    """Whether a change's sequence comes from its commit time: not one without a commit
+    position, before (:func:`is_unordered`) or after :func:`place_unordered` placed it
+    (after a change of a commit time: ``PLACED`` in its sequence)."""
+    return ~F.coalesce(is_unordered(sequence) | sequence.contains(PLACED), F.lit(False))
+
+
 def is_partial(set_columns: Column) -> Column:
     """A partial update: it names the columns it sets."""
     return set_columns.isNotNull()
@@ -543,6 +577,39 @@ def _added(one: BatchFacts, other: BatchFacts) -> BatchFacts:
     )
 
 
+def earlier_rows(
+    spark: SparkSession, target: str, keys: list[str], batch_id: str
+) -> DataFrame | None:
+    """The table's rows that earlier batches wrote (batch ids sort in landing order; a
+    re-run of this batch finds its own rows, which do not count): each key (``_t_<i>``), its
+    sequence (``_t_seq``) and commit time (``_t_ts``); ``None`` before the table exists."""
+    if not DeltaTable.isDeltaTable(spark, target):
+        return None
+    return (
+        spark.read.format("delta")
+        .load(target)
+        .where(F.col("_cdc_batch") < batch_id)
+        .select(
+            *(F.col(quoted(k)).alias(f"_t_{i}") for i, k in enumerate(keys)),
+            F.col("_cdc_sequence").alias("_t_seq"),
+            F.col("_cdc_commit_ts").alias("_t_ts"),
+        )
+    )
+
+
+def with_stored(changes: DataFrame, stored: DataFrame | None, keys: list[str]) -> DataFrame:
+    """``changes`` with their key's stored ``_t_seq`` and ``_t_ts`` (null where none), from
+    ``stored`` (:func:`earlier_rows`)."""
+    if stored is None:
+        return changes.select(
+            "*",
+            F.lit(None).cast("string").alias("_t_seq"),
+            F.lit(None).cast("timestamp").alias("_t_ts"),
+        )
+    on = [changes[quoted(k)] == stored[f"_t_{i}"] for i, k in enumerate(keys)]
+    return changes.join(stored, on, "left").drop(*(f"_t_{i}" for i in range(len(keys))))
+
+
 def place_unordered(
     spark: SparkSession,
     good: DataFrame,
@@ -556,11 +623,13 @@ def place_unordered(
     emitted a row with a timestamp, the changefeed will not emit any previously unseen
     versions of that row with a lower timestamp": a key's messages in a partition are in
     commit order). It comes after every change of its key at a lower position of its
-    partition: its sequence becomes ``<base>~<position>``, where the base is the newest
-    sequence among those changes in this batch and the table's row when an earlier batch
-    wrote it (batch ids sort in landing order, as data interval ends do). A CockroachDB
-    delete without ``updated`` (a Kafka message with a null value) after an upsert with it
-    is then newer, as it is in the source.
+    partition: its sequence becomes ``<base>~~<position>`` (:data:`PLACED`), where the base
+    is the newest sequence key among those changes in this batch and the table's row when an
+    earlier batch wrote it (batch ids sort in landing order, as data interval ends do), and
+    its commit time that change's. A CockroachDB delete without ``updated`` (a Kafka message
+    with a null value) after an upsert with it is then newer, as it is in the source, and
+    so than a redelivery of that upsert at a later offset; it is never late for a cut
+    (:func:`has_commit_time`).
 
     ``present``: whether ``good`` holds such a change (:attr:`BatchFacts.unordered`)."""
     if not present:
@@ -571,31 +640,29 @@ def place_unordered(
         .orderBy("_cdc_position")
         .rowsBetween(Window.unboundedPreceding, -1)
     )
-    framed = good.withColumn(
-        "_prior", F.max(F.when(~unordered, F.col("_cdc_sequence"))).over(earlier)
+    timed = F.when(~unordered, F.col("_cdc_sequence"))
+    framed = good.select(
+        "*",
+        F.max(timed).over(earlier).alias("_prior"),
+        F.max_by("_cdc_commit_ts", timed).over(earlier).alias("_prior_ts"),
     )
-    placed = framed.where(unordered)
-    if DeltaTable.isDeltaTable(spark, target):
-        rows = (
-            spark.read.format("delta")
-            .load(target)
-            .where(F.col("_cdc_batch") < batch_id)
-            .select(
-                *(F.col(quoted(k)).alias(f"_t_{i}") for i, k in enumerate(keys)),
-                F.col("_cdc_sequence").alias("_t_seq"),
-            )
-        )
-        on = [placed[quoted(k)] == rows[f"_t_{i}"] for i, k in enumerate(keys)]
-        placed = placed.join(rows, on, "left").drop(*(f"_t_{i}" for i in range(len(keys))))
-    else:
-        placed = placed.withColumn("_t_seq", F.lit(None).cast("string"))
-    # The target's anchor only: its position suffix would compound batch after batch.
+    stored = earlier_rows(spark, target, keys, batch_id)
+    placed = with_stored(framed.where(unordered), stored, keys)
+    # Sequence keys only: a position suffix would compound batch after batch.
     anchor = F.substring_index(F.col("_t_seq"), "~", 1)
-    base = F.coalesce(F.greatest(F.col("_prior"), anchor), F.lit(UNORDERED[:-1]))
-    placed = placed.withColumn(
-        "_cdc_sequence", F.concat(base, F.lit("~"), F.col("_cdc_position"))
-    ).drop("_t_seq")
-    return framed.where(~unordered).unionByName(placed).drop("_prior")
+    prior = F.substring_index(F.col("_prior"), "~", 1)
+    by_target = prior.isNull() | (anchor > prior)
+    base = F.coalesce(F.when(by_target, anchor).otherwise(prior), F.lit(UNORDERED[:-1]))
+    # No commit time of its own: it was committed at or after the change it follows, whose
+    # time it takes (the tombstone of a delete is kept for the retention past that time).
+    since = F.when(by_target, F.col("_t_ts")).otherwise(F.col("_prior_ts"))
+    placed = placed.withColumns(
+        {
+            "_cdc_sequence": F.concat(base, F.lit(PLACED), F.col("_cdc_position")),
+            "_cdc_commit_ts": F.coalesce(since, F.col("_cdc_commit_ts")),
+        }
+    ).drop("_t_seq", "_t_ts")
+    return framed.where(~unordered).unionByName(placed).drop("_prior", "_prior_ts")
 
 
 def resolve_keys(decoded: DataFrame, keys: list[str]) -> tuple[DataFrame, DataFrame]:
@@ -777,11 +844,15 @@ def fold_partials(decoded: DataFrame, keys: list[str]) -> tuple[DataFrame, DataF
 
 
 def resolve_table(
-    decoded: DataFrame, keys: list[str], partial: bool
+    decoded: DataFrame, keys: list[str], partial: bool, stored: DataFrame | None = None
 ) -> tuple[DataFrame, list[DataFrame]]:
     """(winners, losers) of one table's decoded changes, partial updates folded; both are
     filters of materialized frames, cheap to read again. ``partial``: whether ``decoded``
-    holds a partial update (:attr:`BatchFacts.partial`)."""
+    holds a partial update (:attr:`BatchFacts.partial`). ``stored``: the table's rows that
+    earlier batches wrote (:func:`earlier_rows`): a change of a key with partial updates
+    that is not newer than its stored row is superseded (or a duplicate) before the fold,
+    which would otherwise write its columns over newer stored ones (the MERGE guards the
+    whole change by its newest sequence, and a fold without a full image sets columns)."""
     if not partial:
         winners, losers = resolve_keys(decoded, keys)
         return winners, [losers]
@@ -790,5 +861,19 @@ def resolve_table(
     )
     full = decoded.join(partial_keys, keys, "left_anti")
     winners, losers = resolve_keys(full, keys)
-    folded, fold_losers = fold_partials(decoded.join(partial_keys, keys, "left_semi"), keys)
-    return winners.unionByName(folded), [losers, fold_losers]
+    folding = decoded.join(partial_keys, keys, "left_semi")
+    stale: list[DataFrame] = []
+    if stored is not None:
+        known = materialize(with_stored(folding, stored, keys))
+        seq, t_seq = F.col("_cdc_sequence"), F.col("_t_seq")
+        older = t_seq.isNotNull() & (seq <= t_seq)
+        stale.append(
+            per_record(
+                known.where(older),
+                F.when(seq == t_seq, F.lit(DUPLICATE)).otherwise(F.lit(SUPERSEDED)).alias("status"),
+                F.concat(F.lit("target holds sequence "), t_seq).alias("reason"),
+            )
+        )
+        folding = known.where(~older).drop("_t_seq", "_t_ts")
+    folded, fold_losers = fold_partials(folding, keys)
+    return winners.unionByName(folded), [losers, fold_losers, *stale]

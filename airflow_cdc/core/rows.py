@@ -48,8 +48,10 @@ def decode_row(
     are the record's own column types, checked against the table's (a change that would lose
     data is a ``type_conflict``).
 
-    :raises RecordFormatError: ``missing_key``, ``key_mismatch``, ``type_conflict`` or
-        ``decode_error`` with the column named.
+    :raises RecordFormatError: ``missing_key``, ``key_mismatch``, ``type_conflict``,
+        ``decode_error`` with the column named, or ``special_key``: a key column holds a
+        special value (NaN, infinity) that its type stores only as null, and a null key
+        matches no row.
     """
     is_delete = kind == DELETE
     image = before if is_delete else after
@@ -78,6 +80,9 @@ def decode_row(
         values[column.name] = decoded.value
         if decoded.special is not None:
             special[column.name] = decoded.special
+    held = {k: special[k] for k in spec.primary_key if k in special}
+    if held:
+        raise RecordFormatError("special_key", special_key_message(held))
     extra: dict[str, str | None] = {}
     if not is_delete:
         declared = {c.name for c in spec.columns}
@@ -87,6 +92,13 @@ def decode_row(
     if partial and not is_delete:
         set_columns = sorted(k for k in image if k not in spec.primary_key)
     return DecodedRow(key_text, is_delete, values, extra, special, set_columns)
+
+
+def special_key_message(held: dict[str, str]) -> str:
+    """Why a change whose key columns hold the special values ``held`` (by column) is
+    refused."""
+    named = ", ".join(f"{name} holds {value}" for name, value in held.items())
+    return f"{named}: a key column's type stores it only as null, and a null key matches no row"
 
 
 def _key_columns(spec: TableSpec, key: dict[str, Any] | list[Any] | None) -> dict[str, Any]:

@@ -42,3 +42,23 @@ def test_special_values_are_recorded() -> None:
     row = decode_row(SPEC, UPSERT, None, {"order_id": 1, "item_id": 2, "price": "NaN"})
     assert row.values["price"] is None
     assert row.special == {"price": "NaN"}
+
+
+@pytest.mark.parametrize("kind", [UPSERT, DELETE])
+def test_a_special_value_in_a_key_column_is_refused(kind: str) -> None:
+    """NaN or infinity in a key column: its type stores it only as null (the value goes to
+    the special-values map), and a null key matches no row, so each change would insert
+    another row and a delete would delete nothing."""
+    (temporal,) = parse_tables(
+        "CREATE TABLE prices (sku NUMERIC(10,2), valid_to TIMESTAMPTZ, amount INT,"
+        " PRIMARY KEY (sku, valid_to))"
+    )
+    infinity = 9_223_372_036_825_200_000  # DSQL's timestamp +infinity
+    image = {"sku": "NaN", "valid_to": infinity, "amount": 1}
+    before, after = (image, None) if kind == DELETE else (None, image)
+    with pytest.raises(RecordFormatError) as info:
+        decode_row(temporal, kind, before, after)
+    assert info.value.reason == "special_key"
+    assert "sku holds NaN, valid_to holds infinity" in str(info.value)
+    fine = {"sku": "1.5", "valid_to": "2026-01-01T00:00:00Z", "amount": 1}
+    assert decode_row(temporal, UPSERT, None, fine).values["sku"] == Decimal("1.50")

@@ -62,3 +62,42 @@ def test_partial_updates_end_to_end(spark: Any, tmp_path: Path) -> None:
     assert accounting["control"] > 0
     assert state["resolved_ts"] is not None
     assert state["resolved_ts"] < "2026-01-01T00:00:01"  # commit times, not arrival times
+
+
+def test_a_late_partial_update_does_not_overwrite_newer_stored_columns(
+    spark: Any, tmp_path: Path
+) -> None:
+    """YDB UPDATES mode, one key. Batch 1: an update of ``qty`` (ts 1000), then a reset of
+    the whole row (ts 2000). Batch 2: the first update again (redelivered, a later offset)
+    and an update of ``name`` (ts 3000). Per key, changes apply in commit order: the row is
+    the reset's with the newest name, and the redelivered update is older than the stored
+    row (superseded), whose ``qty`` it must not overwrite."""
+
+    def line(offset: int, doc: dict[str, Any]) -> str:
+        value = json.dumps({"key": [1], **doc})
+        return json.dumps({"topic": "items/feed", "partition": 0, "offset": offset, "value": value})
+
+    first = line(0, {"update": {"qty": 1}, "ts": [1000, 1]})
+    reset = {"name": "a", "qty": 2, "price": None, "updated_at": None}
+    dump = tmp_path / "dump"
+    dump.mkdir()
+    warehouse = str(tmp_path / "warehouse")
+    batches = {
+        "b1": [first, line(1, {"reset": reset, "ts": [2000, 1]})],
+        "b2": [
+            line(2, {"update": {"qty": 1}, "ts": [1000, 1]}),
+            line(3, {"update": {"name": "b"}, "ts": [3000, 1]}),
+        ],
+    }
+    outcomes = {}
+    for batch, lines in batches.items():
+        (dump / f"{batch}.ndjson").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        land_dump(warehouse, str(dump), batch, layout="kafka", fmt="ydb")
+        outcomes[batch] = process(warehouse, batch, ddl=DDL, fmt="ydb")["apply"]["accounting"]
+    rows = spark.sql(
+        f"SELECT id, name, qty FROM delta.`{warehouse}/shop/items` WHERE NOT _cdc_deleted"
+    ).collect()
+    assert [r.asDict() for r in rows] == [{"id": 1, "name": "b", "qty": 2}]
+    assert outcomes["b2"]["superseded"] == 1 and outcomes["b2"]["applied"] == 1
+    for accounting in outcomes.values():
+        assert accounting["landed"] == sum(accounting[k] for k in STATUSES)

@@ -83,3 +83,38 @@ def test_one_row_per_typed_key(spark: Any, tmp_path: Path) -> None:
     accounting = stats["apply"]["accounting"]
     assert accounting["applied"] == 2 and accounting["superseded"] == 1
     assert accounting["quarantined"] == 0 and accounting["unprocessed"] == 0
+
+
+def test_a_key_holding_a_special_value_is_quarantined(spark: Any, tmp_path: Path) -> None:
+    """NaN or Infinity in a NUMERIC key column: the column stores it only as null (the value
+    goes to ``_cdc_special_values``), and a null key matches no row, so each batch would
+    insert another row and the key's delete would delete nothing. Such a change is
+    quarantined as ``special_key``; the others apply."""
+    dump = tmp_path / "dump"
+    dump.mkdir()
+    at = "2026-01-01T10:30:00Z"
+    base = 1_767_225_650_000_000_000
+    lines = [
+        message(0, ["NaN", at], {"sku": "NaN", "at": at, "amount": 1}, base),
+        message(1, ["NaN", at], {"sku": "NaN", "at": at, "amount": 2}, base + 1),
+        message(2, ["Infinity", at], {"sku": "Infinity", "at": at, "amount": 3}, base + 2),
+        message(3, [3, at], {"sku": 3, "at": at, "amount": 4}, base + 3),
+    ]
+    (dump / "part-0.ndjson").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    warehouse = str(tmp_path / "warehouse")
+    land_dump(warehouse, str(dump), BATCH, layout="kafka", fmt="cockroachdb")
+    stats = process(warehouse, BATCH, ddl=DDL, fmt="cockroachdb")
+
+    rows = spark.sql(
+        f"SELECT CAST(sku AS STRING) AS sku, amount FROM delta.`{warehouse}/shop/prices`"
+    ).collect()
+    assert [r.asDict() for r in rows] == [{"sku": "3.00", "amount": 4}]
+    quarantine = spark.read.format("delta").load(f"{warehouse}/_cdc/quarantine").collect()
+    assert sorted((r["reason"], r["detail"].split(":")[1].strip()) for r in quarantine) == [
+        ("special_key", "sku holds Infinity"),
+        ("special_key", "sku holds NaN"),
+        ("special_key", "sku holds NaN"),
+    ]
+    accounting = stats["apply"]["accounting"]
+    assert accounting["applied"] == 1 and accounting["quarantined"] == 3
+    assert accounting["unprocessed"] == 0

@@ -80,3 +80,52 @@ def test_a_delete_without_timestamp_follows_the_upserts_before_it(
     again = process(warehouse, "b2", ddl=DDL, fmt="cockroachdb")["apply"]["accounting"]
     assert again == accounting
     assert live(spark, warehouse) == {2: "two again", 6: "six later"}
+
+
+def resolved(offset: int, at: int) -> str:
+    value = {"resolved": f"{WALL + at}.0000000000"}
+    return json.dumps({"topic": "items", "key": None, "value": json.dumps(value), "offset": offset})
+
+
+def test_a_delete_without_timestamp_under_consistent_cuts(spark: Any, tmp_path: Path) -> None:
+    """The delete follows the upsert of an earlier batch, which a published cut already
+    holds: it is not late (it has no commit time to be late with), so it deletes the row
+    rather than being quarantined as ``below_published_cut``; its tombstone takes the time
+    of the upsert it follows (maintenance keeps it for the retention past that time, not
+    past 1970); and a redelivery of that upsert at a later offset stays older than it."""
+    import datetime as dt
+
+    second = 1_000_000_000
+    dump = tmp_path / "dump"
+    dump.mkdir()
+    warehouse = str(tmp_path / "warehouse")
+    wall = dt.datetime.fromtimestamp(WALL // second, dt.UTC)
+
+    def batch(name: str, lines: list[str], end_s: int) -> dict[str, Any]:
+        with (dump / "p0.ndjson").open("a", encoding="utf-8") as handle:
+            handle.write("\n".join(lines) + "\n")
+        land_dump(warehouse, str(dump), name, layout="kafka", fmt="cockroachdb")
+        end = (wall + dt.timedelta(seconds=end_s)).isoformat()
+        options = ("--cut-at", end)
+        stats = process(warehouse, name, ddl=DDL, fmt="cockroachdb", options=options)["apply"]
+        accounting = stats["accounting"]
+        assert accounting["landed"] == sum(accounting[s] for s in STATUSES)
+        return stats
+
+    one = batch("b1", [upsert(1, "one", 0, at=10 * second), resolved(1, 50 * second)], 100)
+    assert one["cut"]["published"]["cut_at"] == (wall + dt.timedelta(seconds=50)).isoformat()
+    assert live(spark, warehouse) == {1: "one"}
+    two = batch("b2", [delete(1, 2), resolved(3, 200 * second)], 300)
+    assert two["accounting"]["quarantined"] == 0 and two["accounting"]["applied"] == 1
+    assert live(spark, warehouse) == {}
+    [tombstone] = (
+        spark.read.format("delta")
+        .load(f"{warehouse}/public/items")
+        .selectExpr("_cdc_deleted", "unix_micros(_cdc_commit_ts) AS committed_us")
+        .collect()
+    )
+    assert tombstone["_cdc_deleted"]
+    assert tombstone["committed_us"] == (WALL + 10 * second) // 1000
+    three = batch("b3", [upsert(1, "one", 4, at=10 * second), resolved(5, 300 * second)], 400)
+    assert live(spark, warehouse) == {}
+    assert three["accounting"]["applied"] == 0 and three["accounting"]["quarantined"] == 0

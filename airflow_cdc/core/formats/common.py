@@ -152,6 +152,11 @@ def image(value: Any, name: str) -> dict[str, Any] | None:
 # message without ``updated``, a YDB record without ``ts``): only its place in its partition
 # orders it, among the messages of its key (see spark_jobs.resolve.place_unordered).
 UNORDERED = sequence_key(0) + "~"
+# Between the sequence key of the change a record without a commit position follows and its
+# position, once placed (spark_jobs.resolve.place_unordered): "~" sorts after every digit,
+# so the record comes after every change of that commit time (a redelivery of the change it
+# follows too), and before any later one.
+PLACED = "~~"
 
 
 def position_sequence(position: str, *parts: int) -> str:
