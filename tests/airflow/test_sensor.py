@@ -100,14 +100,14 @@ def _publish(warehouse: Path, cut_at: str) -> str:
     return path
 
 
-def test_waiting_for_a_published_cut_hands_the_cut_downstream(tmp_path: Path) -> None:
-    sensor = ResolvedTimestampSensor(
-        task_id="wait",
-        warehouse=str(tmp_path),
-        source="dsql",
-        target="2026-01-01T01:00:00+00:00",
-        wait_for="cut",
+def _cut_sensor(warehouse: Path, target: str) -> ResolvedTimestampSensor:
+    return ResolvedTimestampSensor(
+        task_id="wait", warehouse=str(warehouse), source="dsql", target=target, wait_for="cut"
     )
+
+
+def test_waiting_for_a_published_cut_hands_the_cut_downstream(tmp_path: Path) -> None:
+    sensor = _cut_sensor(tmp_path, "2026-01-01T01:00:00+00:00")
     _write_state(tmp_path, "2026-01-01T05:00:00+00:00")  # landed far past: not what counts
     assert sensor.poke({}) is False  # no cut published yet
     _publish(tmp_path, "2026-01-01T00:59:00+00:00")
@@ -131,10 +131,7 @@ def test_a_backfill_waiting_for_a_cut_gets_the_cut_of_its_own_hour(tmp_path: Pat
     from tests.airflow.cut_history import append_cuts
 
     def poked(target: str) -> dict | None:
-        sensor = ResolvedTimestampSensor(
-            task_id="wait", warehouse=str(tmp_path), source="dsql", target=target, wait_for="cut"
-        )
-        done = sensor.poke({})
+        done = _cut_sensor(tmp_path, target).poke({})
         return None if isinstance(done, bool) else done.xcom_value
 
     def deferred(target: str) -> dict:
@@ -180,13 +177,7 @@ def test_a_cut_history_that_cannot_be_read_makes_the_sensor_wait(tmp_path: Path)
     _publish(tmp_path, "2026-01-01T02:00:00+00:00")
     log = Path(cut_history_location(str(tmp_path))) / "_delta_log"
     (log / "00000000000000000001.json").write_text("not json\n")
-    sensor = ResolvedTimestampSensor(
-        task_id="wait",
-        warehouse=str(tmp_path),
-        source="dsql",
-        target="2026-01-01T01:00:00+00:00",
-        wait_for="cut",
-    )
+    sensor = _cut_sensor(tmp_path, "2026-01-01T01:00:00+00:00")
     assert sensor.poke({}) is False
     (log / "00000000000000000001.json").unlink()
     done = sensor.poke({})
