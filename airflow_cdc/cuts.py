@@ -105,21 +105,21 @@ def cut_history_location(warehouse: str) -> str:
 
 
 def _history_options(location: str) -> dict[str, str] | None:
-    if location.split("://", 1)[0] in ("s3", "s3a"):
-        from airflow_cdc.storage import delta_rs_storage_options
+    from airflow_cdc.storage import delta_rs_storage_options, is_s3
 
-        return delta_rs_storage_options()
-    return None
+    return delta_rs_storage_options() if is_s3(location) else None
 
 
 def oldest_cut_reaching(history: str, source: str, target: dt.datetime) -> PublishedCut | None:
     """The oldest cut of ``source`` at or past ``target`` in the cut history at ``history``
-    (read with delta-rs: the source's partition, and there the files whose statistics hold
-    cuts at or past ``target``); ``None`` when the history holds none, or does not exist;
-    :class:`~airflow_cdc.core.exceptions.CutHistoryUnavailable` while it cannot be read."""
+    (read with delta-rs: the source's cuts at or past ``target``); ``None`` when the history
+    holds none (cut retention removed them);
+    :class:`~airflow_cdc.core.exceptions.CutHistoryUnavailable` while it cannot be read, or
+    does not exist (a published cut is in the history before its pointer file is written:
+    a missing history is a wrong location or an unreachable store, not an empty one)."""
     import pyarrow as pa
     from deltalake import DeltaTable
-    from deltalake.exceptions import DeltaError, TableNotFoundError
+    from deltalake.exceptions import DeltaError
 
     # DataFusion SQL: the name is a checked source name (no quote can be in it), the time a
     # UTC literal compared as a timestamp.
@@ -128,14 +128,16 @@ def oldest_cut_reaching(history: str, source: str, target: dt.datetime) -> Publi
     try:
         table = DeltaTable(history, storage_options=_history_options(history))
         found = pa.RecordBatchReader.from_stream(table.scan(predicate=predicate)).read_all()
-    except TableNotFoundError:
-        return None
-    except (DeltaError, OSError) as err:
+    except (DeltaError, OSError, pa.ArrowException) as err:
+        # DeltaError covers a missing table (TableNotFoundError); the data files are read
+        # lazily, and their errors come as Arrow's.
         raise CutHistoryUnavailable(f"cannot read the cut history at {history!r}: {err}") from err
     rows = found.to_pylist()
     if not rows:
         return None
-    row = min(rows, key=lambda r: (r["cut_at"], r["published_at"]))
+    # A run that died between the append and its pointer file appends its cut again when
+    # re-run: the later row is the one its pointer names.
+    row = min(rows, key=lambda r: (r["cut_at"], -r["published_at"].timestamp()))
     versions, locations = dict(row["tables"]), dict(row["locations"])
     return PublishedCut(
         source=source,
@@ -154,8 +156,8 @@ def cut_for(newest: PublishedCut, history: str | None, target: dt.datetime) -> P
     """Of the cuts published up to ``newest`` (which is at or past ``target``), the one a task
     for the time ``target`` reads: the cut at ``target`` where one was published, else the
     oldest past it, the first consistent state that holds every change committed before
-    ``target``. The newest cut is the answer only when no history is given or none is kept
-    (cut retention removes old cuts; see :mod:`spark_jobs.maintain`).
+    ``target``. The newest cut is the answer only when no history is given or it keeps none
+    at or past ``target`` (cut retention removes old cuts; see :mod:`spark_jobs.maintain`).
     :class:`~airflow_cdc.core.exceptions.CutHistoryUnavailable` while the history cannot be
     read."""
     if newest.at <= target or history is None:

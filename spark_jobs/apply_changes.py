@@ -72,7 +72,7 @@ from spark_jobs.warehouse import RECORD, JobContext
 
 log = logging.getLogger("airflow_cdc.jobs")
 JOB_NAME = "apply_changes"
-JOB_VERSION = "2.8.12"
+JOB_VERSION = "2.8.13"
 
 
 @dataclass(frozen=True)
@@ -495,6 +495,7 @@ REPLAYABLE = (
     "decode_error",
     "missing_key",
     "key_mismatch",
+    "special_key",
     "column_limit",
     "too_many_columns",
     "invalid_column_name",

@@ -4,6 +4,7 @@ versions a run committed; a table's partition columns."""
 from __future__ import annotations
 
 import itertools
+import json
 import logging
 import random
 import time
@@ -111,6 +112,22 @@ def committed_version(spark: SparkSession, path: str, operation: str) -> int | N
     recent = _recent_commits(spark, path)
     ours = None if mine is None else _newest(recent, operation, mine)
     return ours if ours is not None else max((int(r[0]) for r in recent), default=None)
+
+
+def version_before_batch(spark: SparkSession, path: str, batch_id: str) -> int | None:
+    """The table's version before the first of its last few commits that a run of
+    ``batch_id`` made (their metadata names the batch, :func:`spark_jobs.session.
+    set_commit_metadata`): what a re-run of the batch reads the table as; ``None`` when no
+    run of the batch has committed to it lately (-1: such a run created it)."""
+    mine = []
+    for version, _, metadata in _recent_commits(spark, path):
+        try:
+            fields = json.loads(metadata) if metadata else {}
+        except ValueError:
+            continue
+        if isinstance(fields, dict) and fields.get("batch_id") == batch_id:
+            mine.append(int(version))
+    return min(mine) - 1 if mine else None
 
 
 def commit_with(spark: SparkSession, path: str, operation: str, metadata: str) -> int | None:

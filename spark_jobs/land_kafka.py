@@ -54,7 +54,7 @@ from spark_jobs.times import from_micros
 log = logging.getLogger("airflow_cdc.jobs")
 
 JOB_NAME = "land_kafka"
-JOB_VERSION = "1.1.11"
+JOB_VERSION = "1.1.12"
 OFFSET_WIDTH = 20
 
 
@@ -310,14 +310,25 @@ def plan(bootstrap: str, config: dict[str, Any], topics: list[str]) -> dict[str,
 
 
 def topic_ids(bootstrap: str, config: dict[str, Any], topics: list[str]) -> dict[str, str]:
-    """Each topic's id (the broker gives a topic a new one when it is created again)."""
+    """Each topic's id (the broker gives a topic a new one when it is created again), where
+    the broker gives one."""
     from confluent_kafka import TopicCollection
     from confluent_kafka.admin import AdminClient
 
     # The admin client takes the connection and security settings; consumer ones it ignores.
     admin = AdminClient({**config, "bootstrap.servers": bootstrap})
     described = admin.describe_topics(TopicCollection(list(dict.fromkeys(topics))))
-    return {topic: str(future.result(30).topic_id) for topic, future in described.items()}
+    ids = {}
+    for topic, future in described.items():
+        found = future.result(30).topic_id
+        # A broker without topic ids (before Kafka 2.8, some compatible services) gives
+        # the zero id: no id, which a later real one does not contradict.
+        if found is not None and (
+            found.get_most_significant_bits(),
+            found.get_least_significant_bits(),
+        ) != (0, 0):
+            ids[topic] = str(found)
+    return ids
 
 
 def check_logs(checkpoints: dict[str, Checkpoint], ids: dict[str, str]) -> None:

@@ -28,8 +28,9 @@ from pyspark.sql import functions as F
 from airflow_cdc.core.columns import COLUMN_LIMIT, INVALID_NAME, RESERVED_PREFIX, admit
 from airflow_cdc.core.ddl import ColumnSpec, TableSpec
 from airflow_cdc.core.formats.common import PLACED, UNORDERED
-from airflow_cdc.core.rows import type_conflicts
+from airflow_cdc.core.rows import SPECIAL_KEY, type_conflicts
 from airflow_cdc.core.types import column_of, column_of_spark, spark_type, widen, widens
+from spark_jobs.delta_tables import version_before_batch
 from spark_jobs.frames import checkpoint_counting, materialize
 from spark_jobs.ledger import DUPLICATE, SUPERSEDED, per_record, union_all
 from spark_jobs.parse import IMAGE, failure
@@ -328,7 +329,7 @@ _REDECODED = ("_cdc_rare", "_cdc_special_values", *ERROR_COLUMNS)
 
 def _special_key(keys: list[str], decoded: dict[str, DecodedColumn]) -> list[Column]:
     """The ``special_key`` error of a change whose key columns hold special values (NaN,
-    infinity), which their types store only as null (see ``core.rows.decode_change``)."""
+    infinity), which their types store only as null (see ``core.rows.decode_row``)."""
     specials: list[tuple[str, Column]] = []
     for name in keys:
         marker = decoded[name].special if name in decoded else None
@@ -340,10 +341,7 @@ def _special_key(keys: list[str], decoded: dict[str, DecodedColumn]) -> list[Col
         ", ",
         *[F.when(s.isNotNull(), F.concat(F.lit(f"{name} holds "), s)) for name, s in specials],
     )
-    message = F.concat(
-        named,
-        F.lit(": a key column's type stores it only as null, and a null key matches no row"),
-    )
+    message = F.concat(named, F.lit(f": {SPECIAL_KEY}"))
     held = F.lit(False)
     for _, s in specials:
         held = held | s.isNotNull()
@@ -514,7 +512,8 @@ def has_commit_time(sequence: Column) -> Column:
     """Whether a change's sequence comes from its commit time: not one without a commit
     position, before (:func:`is_unordered`) or after :func:`place_unordered` placed it
     (after a change of a commit time: ``PLACED`` in its sequence)."""
-    return ~F.coalesce(is_unordered(sequence) | sequence.contains(PLACED), F.lit(False))
+    placed = sequence.rlike(f"^[0-9.]+{PLACED}")
+    return ~F.coalesce(is_unordered(sequence) | placed, F.lit(False))
 
 
 def is_partial(set_columns: Column) -> Column:
@@ -580,14 +579,21 @@ def _added(one: BatchFacts, other: BatchFacts) -> BatchFacts:
 def earlier_rows(
     spark: SparkSession, target: str, keys: list[str], batch_id: str
 ) -> DataFrame | None:
-    """The table's rows that earlier batches wrote (batch ids sort in landing order; a
-    re-run of this batch finds its own rows, which do not count): each key (``_t_<i>``), its
-    sequence (``_t_seq``) and commit time (``_t_ts``); ``None`` before the table exists."""
+    """The table's rows that earlier batches wrote (batch ids sort in landing order), as
+    they were before this batch changed the table: a re-run of the batch after its MERGE
+    reads the version before the batch's first commit, so that it decides as the first run
+    did. Each key (``_t_<i>``), its sequence (``_t_seq``) and commit time (``_t_ts``);
+    ``None`` before the table exists."""
     if not DeltaTable.isDeltaTable(spark, target):
         return None
+    reader = spark.read.format("delta")
+    before = version_before_batch(spark, target, batch_id)
+    if before is not None:
+        if before < 0:
+            return None
+        reader = reader.option("versionAsOf", before)
     return (
-        spark.read.format("delta")
-        .load(target)
+        reader.load(target)
         .where(F.col("_cdc_batch") < batch_id)
         .select(
             *(F.col(quoted(k)).alias(f"_t_{i}") for i, k in enumerate(keys)),
@@ -628,7 +634,7 @@ def place_unordered(
     earlier batch wrote it (batch ids sort in landing order, as data interval ends do), and
     its commit time that change's. A CockroachDB delete without ``updated`` (a Kafka message
     with a null value) after an upsert with it is then newer, as it is in the source, and
-    so than a redelivery of that upsert at a later offset; it is never late for a cut
+    newer than a redelivery of that upsert at a later offset too; it is never late for a cut
     (:func:`has_commit_time`).
 
     ``present``: whether ``good`` holds such a change (:attr:`BatchFacts.unordered`)."""
@@ -655,7 +661,9 @@ def place_unordered(
     base = F.coalesce(F.when(by_target, anchor).otherwise(prior), F.lit(UNORDERED[:-1]))
     # No commit time of its own: it was committed at or after the change it follows, whose
     # time it takes (the tombstone of a delete is kept for the retention past that time).
-    since = F.when(by_target, F.col("_t_ts")).otherwise(F.col("_prior_ts"))
+    # (A row an earlier version placed holds 1970 for its time: none.)
+    stored_ts = F.when(F.unix_micros("_t_ts") > 0, F.col("_t_ts"))
+    since = F.when(by_target, stored_ts).otherwise(F.col("_prior_ts"))
     placed = placed.withColumns(
         {
             "_cdc_sequence": F.concat(base, F.lit(PLACED), F.col("_cdc_position")),
@@ -866,7 +874,7 @@ def resolve_table(
     if stored is not None:
         known = materialize(with_stored(folding, stored, keys))
         seq, t_seq = F.col("_cdc_sequence"), F.col("_t_seq")
-        older = t_seq.isNotNull() & (seq <= t_seq)
+        older = F.coalesce(t_seq.isNotNull() & (seq <= t_seq), F.lit(False))
         stale.append(
             per_record(
                 known.where(older),

@@ -94,11 +94,15 @@ def decode_row(
     return DecodedRow(key_text, is_delete, values, extra, special, set_columns)
 
 
+# Why a key column cannot hold a special value.
+SPECIAL_KEY = "a key column's type stores it only as null, and a null key matches no row"
+
+
 def special_key_message(held: dict[str, str]) -> str:
     """Why a change whose key columns hold the special values ``held`` (by column) is
     refused."""
     named = ", ".join(f"{name} holds {value}" for name, value in held.items())
-    return f"{named}: a key column's type stores it only as null, and a null key matches no row"
+    return f"{named}: {SPECIAL_KEY}"
 
 
 def _key_columns(spec: TableSpec, key: dict[str, Any] | list[Any] | None) -> dict[str, Any]:

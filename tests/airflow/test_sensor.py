@@ -168,20 +168,43 @@ def test_a_backfill_waiting_for_a_cut_gets_the_cut_of_its_own_hour(tmp_path: Pat
 
 def test_a_cut_history_that_cannot_be_read_makes_the_sensor_wait(tmp_path: Path) -> None:
     """The pointer is past the target, so the cut at the target is looked up in the history;
-    while that cannot be read (here: a log entry that is not JSON), the sensor waits rather
-    than handing over the newest cut."""
+    while that cannot be read, the sensor waits rather than handing over the newest cut: a
+    log entry that is not JSON, a data file gone (read lazily: an Arrow error), or no
+    history where the pointer says cuts were published (a wrong location)."""
+    import shutil
+
     from airflow_cdc.cuts import cut_history_location
     from tests.airflow.cut_history import append_cuts
 
-    append_cuts(tmp_path, "dsql", {"2026-01-01T01:00:00+00:00": 5})
+    history = Path(cut_history_location(str(tmp_path)))
     _publish(tmp_path, "2026-01-01T02:00:00+00:00")
-    log = Path(cut_history_location(str(tmp_path))) / "_delta_log"
-    (log / "00000000000000000001.json").write_text("not json\n")
     sensor = _cut_sensor(tmp_path, "2026-01-01T01:00:00+00:00")
+    assert sensor.poke({}) is False  # no history at all
+    append_cuts(tmp_path, "dsql", {"2026-01-01T01:00:00+00:00": 5})
+    log = history / "_delta_log"
+    (log / "00000000000000000001.json").write_text("not json\n")
     assert sensor.poke({}) is False
     (log / "00000000000000000001.json").unlink()
+    [data] = history.rglob("*.parquet")
+    moved = tmp_path / "aside.parquet"
+    shutil.move(data, moved)
+    assert sensor.poke({}) is False
+    shutil.move(moved, data)
     done = sensor.poke({})
     assert not isinstance(done, bool) and done.xcom_value["cut_at"].startswith("2026-01-01T01:00")
+
+
+def test_a_deferred_cut_sensor_gives_its_trigger_the_cut_history(tmp_path: Path) -> None:
+    from airflow.sdk.exceptions import TaskDeferred
+
+    from airflow_cdc.cuts import cut_history_location
+
+    with pytest.raises(TaskDeferred) as deferred:
+        _cut_sensor(tmp_path, "2026-01-01T01:00:00+00:00").execute({})
+    trigger = deferred.value.trigger
+    assert isinstance(trigger, ResolvedTimestampTrigger)
+    assert trigger.published_cut is True
+    assert trigger.cut_history == cut_history_location(str(tmp_path))
 
 
 def test_trigger_fires_with_the_cut_once_one_is_published_past_the_target(

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from cdc_demo.change_stream import DDL, generate
+from spark_jobs import apply_changes
 from spark_jobs.ledger import STATUSES
 from tests.spark.pipeline import land_dump, process
 
@@ -64,14 +65,18 @@ def test_partial_updates_end_to_end(spark: Any, tmp_path: Path) -> None:
     assert state["resolved_ts"] < "2026-01-01T00:00:01"  # commit times, not arrival times
 
 
+@pytest.mark.parametrize("crash", [False, True], ids=["clean", "killed after its MERGE"])
 def test_a_late_partial_update_does_not_overwrite_newer_stored_columns(
-    spark: Any, tmp_path: Path
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, crash: bool
 ) -> None:
     """YDB UPDATES mode, one key. Batch 1: an update of ``qty`` (ts 1000), then a reset of
     the whole row (ts 2000). Batch 2: the first update again (redelivered, a later offset)
     and an update of ``name`` (ts 3000). Per key, changes apply in commit order: the row is
     the reset's with the newest name, and the redelivered update is older than the stored
-    row (superseded), whose ``qty`` it must not overwrite."""
+    row (superseded), whose ``qty`` it must not overwrite. A run of batch 2 killed after its
+    MERGE, before its ledger, is re-run to the same outcomes: the re-run reads the row as
+    it was before the batch."""
+    from tests.spark.test_crash_recovery import crash_in_process
 
     def line(offset: int, doc: dict[str, Any]) -> str:
         value = json.dumps({"key": [1], **doc})
@@ -93,6 +98,10 @@ def test_a_late_partial_update_does_not_overwrite_newer_stored_columns(
     for batch, lines in batches.items():
         (dump / f"{batch}.ndjson").write_text("\n".join(lines) + "\n", encoding="utf-8")
         land_dump(warehouse, str(dump), batch, layout="kafka", fmt="ydb")
+        if crash and batch == "b2":
+            args = ["--warehouse", warehouse, "--batch-id", batch, "--source", "dump"]
+            args += ["--format", "ydb", "--ddl", DDL]
+            crash_in_process(monkeypatch, "apply:after_merge", apply_changes.main, *args)
         outcomes[batch] = process(warehouse, batch, ddl=DDL, fmt="ydb")["apply"]["accounting"]
     rows = spark.sql(
         f"SELECT id, name, qty FROM delta.`{warehouse}/shop/items` WHERE NOT _cdc_deleted"

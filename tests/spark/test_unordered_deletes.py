@@ -129,3 +129,21 @@ def test_a_delete_without_timestamp_under_consistent_cuts(spark: Any, tmp_path: 
     three = batch("b3", [upsert(1, "one", 4, at=10 * second), resolved(5, 300 * second)], 400)
     assert live(spark, warehouse) == {}
     assert three["accounting"]["applied"] == 0 and three["accounting"]["quarantined"] == 0
+
+
+def test_a_redelivered_upsert_after_a_delete_without_timestamp_stays_deleted(
+    spark: Any, tmp_path: Path
+) -> None:
+    """At-least-once: the upsert a null-value delete follows is delivered again at a later
+    offset, in the same batch and in the next. Same ``updated``: the same version of the
+    row, older than the delete, which was committed after it."""
+    dump = tmp_path / "dump"
+    dump.mkdir()
+    warehouse = str(tmp_path / "warehouse")
+    first = [upsert(7, "seven", 0, at=10), delete(7, 1), upsert(7, "seven", 2, at=10)]
+    (dump / "p0.ndjson").write_text("\n".join(first) + "\n", encoding="utf-8")
+    accounting = run(warehouse, dump, "b1")
+    assert live(spark, warehouse) == {} and accounting["applied"] == 1
+    (dump / "p1.ndjson").write_text(upsert(7, "seven", 3, at=10) + "\n", encoding="utf-8")
+    accounting = run(warehouse, dump, "b2")
+    assert live(spark, warehouse) == {} and accounting["applied"] == 0
