@@ -66,7 +66,11 @@ def _time(value: Any, name: str) -> dt.datetime | None:
 
 def parse_published(text: str) -> PublishedCut:
     """The cut in the apply job's pointer file (JSON)."""
-    state = json.loads(text)
+    return _published(json.loads(text))
+
+
+def _published(state: dict[str, Any]) -> PublishedCut:
+    """The cut in a pointer file's shape (its times ISO 8601 texts or datetimes)."""
     at, end = _time(state["cut_at"], "cut_at"), _time(state["interval_end"], "interval_end")
     assert at is not None and end is not None
     return PublishedCut(
@@ -139,17 +143,11 @@ def oldest_cut_reaching(history: str, source: str, target: dt.datetime) -> Publi
     # re-run: the later row is the one its pointer names.
     row = min(rows, key=lambda r: (r["cut_at"], -r["published_at"].timestamp()))
     versions, locations = dict(row["tables"]), dict(row["locations"])
-    return PublishedCut(
-        source=source,
-        at=_utc(row["cut_at"]),
-        interval_start=None if row["interval_start"] is None else _utc(row["interval_start"]),
-        interval_end=_utc(row["interval_end"]),
-        heuristic=bool(row["heuristic"]),
-        tables={
-            name: {"location": locations[name], "version": int(version)}
-            for name, version in sorted(versions.items())
-        },
-    )
+    tables = {
+        name: {"location": locations[name], "version": int(version)}
+        for name, version in sorted(versions.items())
+    }
+    return _published({**row, "source": source, "tables": tables})
 
 
 def cut_for(newest: PublishedCut, history: str | None, target: dt.datetime) -> PublishedCut:
@@ -175,10 +173,6 @@ def cut_reaching(warehouse: str, source: str, target: Any) -> PublishedCut | Non
     if newest is None or newest.at < when:
         return None
     return cut_for(newest, cut_history_location(warehouse), when)
-
-
-def _utc(value: dt.datetime) -> dt.datetime:
-    return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
 
 
 def read_cut(spark: Any, warehouse: str, source: str, at: Any = None) -> dict[str, Any]:

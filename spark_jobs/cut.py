@@ -35,7 +35,6 @@ from pyspark.sql import functions as F
 from airflow_cdc.core.ddl import TableSpec
 from airflow_cdc.core.exceptions import ResolvedTimestampUnavailable
 from airflow_cdc.core.formats import IN_BAND_RESOLVED
-from airflow_cdc.core.formats.common import UNORDERED
 from airflow_cdc.core.resolved import ShardProgress, resolved_timestamp
 from airflow_cdc.core.resolved_state import parse_state
 from airflow_cdc.jobs import published_cut_path
@@ -44,7 +43,7 @@ from spark_jobs.delta_tables import table_version
 from spark_jobs.files import read_text, write_text
 from spark_jobs.ledger import PENDING
 from spark_jobs.parse import PARSED_COLUMNS, TEXT_FIELDS, TXN, from_text
-from spark_jobs.resolve import has_commit_time
+from spark_jobs.resolve import has_commit_time, is_unordered
 from spark_jobs.schemas import struct
 from spark_jobs.times import from_micros, horizon_us, to_micros
 from spark_jobs.warehouse import PROGRESS, RECORD, JobContext
@@ -320,7 +319,7 @@ def split(changes: DataFrame, cut: Cut) -> tuple[DataFrame, DataFrame]:
     if not cut.forward:
         return changes.limit(0), changes
     before = F.coalesce(F.col("commit_ts") < F.lit(cut.at).cast("timestamp"), F.lit(False))
-    unordered = F.coalesce(F.col("sequence").startswith(UNORDERED), F.lit(False))
+    unordered = F.coalesce(is_unordered(F.col("sequence")), F.lit(False))
     first_held = (
         changes.where(~unordered & ~before & F.col("partition").isNotNull())
         .groupBy("partition")
