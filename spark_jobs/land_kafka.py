@@ -5,8 +5,9 @@ partition reads from the offset after its checkpoint up to that watermark with a
 consumer (no consumer group: the checkpoints are the landed progress rows, committed in the
 same Delta commit as the records). A record keeps the message's key, value (``null`` for a
 null value), topic, partition, offset and timestamp. Offsets after a checkpoint that the
-topic's retention removed before the run reached them land as one record per partition
-(:func:`expired_row`) that the apply quarantines as ``expired_before_landing``.
+topic's retention removed before the run reached them, before it planned or while it read,
+land as one record per gap (:func:`expired_row`) that the apply quarantines as
+``expired_before_landing``.
 
 Resolved timestamp: for formats with in-band markers (``--format`` ydb, cockroachdb, cdl) a
 partition's horizon is the newest marker landed from it, and the resolved timestamp is the
@@ -28,7 +29,7 @@ import logging
 import os
 import time
 from collections.abc import Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from airflow_cdc.core.events import EXPIRED_PREFIX, Message
@@ -54,7 +55,7 @@ from spark_jobs.times import from_micros
 log = logging.getLogger("airflow_cdc.jobs")
 
 JOB_NAME = "land_kafka"
-JOB_VERSION = "1.1.12"
+JOB_VERSION = "1.1.13"
 OFFSET_WIDTH = 20
 
 
@@ -80,13 +81,25 @@ def consumer(bootstrap: str, config: dict[str, Any]) -> Any:
             "bootstrap.servers": bootstrap,
             "enable.auto.commit": False,
             "enable.partition.eof": True,
-            "auto.offset.reset": "earliest",
+            # An offset the log no longer has is an error, never a silent jump (see
+            # KafkaPartitionReader: the skipped offsets land as one quarantined record).
+            "auto.offset.reset": "error",
         }
     )
 
 
 def shard_id(topic: str, partition: int) -> str:
     return f"{topic}/{partition}"
+
+
+@dataclass
+class _Reading:
+    """How far a partition reader got: the last offset landed (or passed as expired), the
+    newest in-band marker, and whether it reached the end it planned."""
+
+    last: int | None
+    caught_up: bool
+    marker: int | None = None
 
 
 class KafkaPartitionReader:
@@ -122,64 +135,30 @@ class KafkaPartitionReader:
         self.timeout = timeout
 
     def __call__(self, task: ShardTask) -> Iterator[tuple[Any, ...]]:
-        from confluent_kafka import KafkaError, TopicPartition
-
-        topic, _, number = task.shard_id.rpartition("/")
+        topic = task.shard_id.rpartition("/")[0]
         low, high = self.watermarks[task.shard_id]
         after = int(task.after_sequence) if task.after_sequence is not None else None
         first = first_offset(task.shard_id, after, low, high)
-        last, marker = after, None
+        reading = _Reading(last=after, caught_up=first >= high)
         lost = expired_offsets(after, low)
         if lost is not None:
             # Retention removed them before they were landed: one landed record stands for
             # them (quarantined: the changes are lost), and the checkpoint moves past them.
             log.warning("%s: offsets %d to %d expired before landing", task.shard_id, *lost)
             yield expired_row(self.source, task.shard_id, topic, *lost)
-            last = lost[1]
+            reading.last = lost[1]
         stop = min(high, first + self.max_records)
-        caught_up = first >= high
         if first < stop:
-            client = consumer(self.bootstrap, self._config)
-            try:
-                client.assign([TopicPartition(topic, int(number), first)])
-                deadline = time.monotonic() + self.timeout
-                while True:
-                    message = client.poll(1.0)
-                    if message is None:
-                        if time.monotonic() > deadline:
-                            raise TimeoutError(f"{task.shard_id}: nothing after offset {last}")
-                        continue
-                    error = message.error()
-                    if error is not None and error.code() == KafkaError._PARTITION_EOF:
-                        # The end: offsets up to the watermark may be transaction markers or
-                        # compacted away, and are never delivered.
-                        caught_up = True
-                        break
-                    if error is not None:
-                        raise RuntimeError(f"{task.shard_id}: {error}")
-                    deadline = time.monotonic() + self.timeout
-                    offset = message.offset()
-                    if offset >= stop:
-                        caught_up = stop == high
-                        break
-                    row, found = self._record(task.shard_id, topic, message)
-                    if found is not None and (marker is None or found > marker):
-                        marker = found
-                    last = offset
-                    yield row
-                    if offset >= stop - 1:
-                        caught_up = stop == high
-                        break
-            finally:
-                client.close()
+            yield from self._read(task.shard_id, first, stop, high, reading)
         if self.fmt in IN_BAND_RESOLVED:
-            horizon = from_micros(marker)
+            horizon = from_micros(reading.marker)
         else:
-            horizon = self.planned_at if caught_up else None
+            horizon = self.planned_at if reading.caught_up else None
+        last = reading.last
         final = None if last is None else str(last)
         # (the checkpoint, when nothing was read, may lie below the partition's start)
         following = first if last is None else max(first, last + 1)
-        behind = 0 if caught_up else max(0, high - following)
+        behind = 0 if reading.caught_up else max(0, high - following)
         yield progress_row(
             self.source,
             task.shard_id,
@@ -189,6 +168,82 @@ class KafkaPartitionReader:
             horizon,
             {OFFSETS_BEHIND: behind, LOG_ID: self.topic_ids.get(topic)},
         )
+
+    def _read(
+        self, shard: str, first: int, stop: int, high: int, reading: _Reading
+    ) -> Iterator[tuple[Any, ...]]:
+        """The records at offsets ``first`` to ``stop`` - 1 of the partition ``shard``
+        (``high``: its end at planning), noting in ``reading`` how far it got."""
+        from confluent_kafka import KafkaError, TopicPartition
+
+        topic, _, number = shard.rpartition("/")
+        client = consumer(self.bootstrap, self._config)
+        try:
+            client.assign([TopicPartition(topic, int(number), first)])
+            deadline = time.monotonic() + self.timeout
+            while True:
+                message = client.poll(1.0)
+                if message is None:
+                    if time.monotonic() > deadline:
+                        raise TimeoutError(f"{shard}: nothing after offset {reading.last}")
+                    continue
+                error = message.error()
+                if error is not None and error.code() == KafkaError._PARTITION_EOF:
+                    # The end: offsets up to the watermark may be transaction markers or
+                    # compacted away, and are never delivered.
+                    reading.caught_up = True
+                    return
+                if error is not None and error.code() == KafkaError._AUTO_OFFSET_RESET:
+                    # Retention removed the next offsets since the run planned.
+                    start = first if reading.last is None else reading.last + 1
+                    low = self._log_start(client, topic, int(number), start, error)
+                    yield from self._expired_since(shard, start, low, reading)
+                    if low >= stop:
+                        reading.caught_up = low >= high
+                        return
+                    client.assign([TopicPartition(topic, int(number), low)])
+                    deadline = time.monotonic() + self.timeout
+                    continue
+                if error is not None:
+                    raise RuntimeError(f"{shard}: {error}")
+                deadline = time.monotonic() + self.timeout
+                offset = message.offset()
+                if offset >= stop:
+                    reading.caught_up = stop == high
+                    return
+                row, found = self._record(shard, topic, message)
+                if found is not None and (reading.marker is None or found > reading.marker):
+                    reading.marker = found
+                reading.last = offset
+                yield row
+                if offset >= stop - 1:
+                    reading.caught_up = stop == high
+                    return
+        finally:
+            client.close()
+
+    def _expired_since(
+        self, shard: str, start: int, low: int, reading: _Reading
+    ) -> Iterator[tuple[Any, ...]]:
+        """The record for offsets ``start`` to ``low`` - 1, which retention removed while the
+        run read (``low``: where the log now begins). A partition landed for the first time
+        and not yet read has none: it begins where its log does, as at planning."""
+        if reading.last is not None:
+            log.warning("%s: offsets %d to %d expired while landing", shard, start, low - 1)
+            yield expired_row(self.source, shard, shard.rpartition("/")[0], start, low - 1)
+        reading.last = low - 1
+
+    def _log_start(self, client: Any, topic: str, number: int, position: int, error: Any) -> int:
+        """Where the partition's log begins now that reading from ``position`` failed as out
+        of range; an error when the log still has ``position`` (the range was its end)."""
+        from confluent_kafka import TopicPartition
+
+        low, _ = client.get_watermark_offsets(
+            TopicPartition(topic, number), timeout=self.timeout, cached=False
+        )
+        if low <= position:
+            raise RuntimeError(f"{topic}/{number}: offset {position} is out of range: {error}")
+        return int(low)
 
     def _record(self, shard: str, topic: str, message: Any) -> tuple[tuple[Any, ...], int | None]:
         offset = message.offset()

@@ -271,6 +271,56 @@ def test_offsets_expired_before_landing_are_one_quarantined_record(
     )
 
 
+def test_offsets_that_expire_after_planning_are_one_quarantined_record(
+    kafka_bootstrap: str,
+) -> None:
+    # Retention moves the log's start between the run's planning (its watermarks) and the
+    # partition reader's first fetch: the reader must not jump to the new start silently.
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    from spark_jobs.landing import ShardTask
+
+    topic = "expiring-while-read"
+    create_topic(kafka_bootstrap, topic, 1)
+    produce(
+        kafka_bootstrap,
+        [{"topic": topic, "partition": 0, "key": f"k{i}", "value": "{}"} for i in range(20)],
+    )
+    watermarks = land_kafka.plan(kafka_bootstrap, {}, [topic])
+    assert watermarks == {f"{topic}/0": (0, 20)}
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    for future in admin.delete_records([TopicPartition(topic, 0, 15)]).values():
+        future.result(30)
+
+    def read(after: str | None) -> tuple[list[tuple[Any, ...]], tuple[Any, ...]]:
+        reader = land_kafka.KafkaPartitionReader(
+            kafka_bootstrap, {}, "feed", watermarks, dt.datetime.now(dt.UTC), None, 100, 30.0
+        )
+        *records, progress = reader(ShardTask(f"{topic}/0", after))
+        return records, progress
+
+    # Landed up to offset 9: offsets 10 to 14 are lost, and said to be.
+    records, progress = read("9")
+    assert [r[0] for r in records] == [
+        f"kafka:{topic}/0@10-14",
+        *(f"kafka:{topic}/0@{n}" for n in range(15, 20)),
+    ]
+    assert records[0][8].startswith("expired_before_landing: offsets 10 to 14 ")
+    assert progress[3] == "19"
+    assert json.loads(progress[7])["offsets_behind"] == 0
+    # Landed for the first time: landing begins where the log now does.
+    records, progress = read(None)
+    assert [r[0] for r in records] == [f"kafka:{topic}/0@{n}" for n in range(15, 20)]
+    # Capped below the new start: the lost offsets only, and the checkpoint past them.
+    reader = land_kafka.KafkaPartitionReader(
+        kafka_bootstrap, {}, "feed", watermarks, dt.datetime.now(dt.UTC), None, 2, 30.0
+    )
+    *records, progress = reader(ShardTask(f"{topic}/0", "9"))
+    assert [r[0] for r in records] == [f"kafka:{topic}/0@10-14"]
+    assert progress[3] == "14" and json.loads(progress[7])["offsets_behind"] == 5
+
+
 def test_a_topic_no_longer_landed_holds_the_resolved_time_back_no_more(
     spark: Any, tmp_path: Path, kafka_bootstrap: str
 ) -> None:
