@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from delta.tables import DeltaTable
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from airflow_cdc.core.ddl import TableSpec
@@ -314,8 +314,9 @@ def write_held(ctx: JobContext, source: str, rows: DataFrame, had_rows: bool) ->
 def split(changes: DataFrame, cut: Cut) -> tuple[DataFrame, DataFrame]:
     """(ready, held): the changes committed before the cut, and the rest. A change without a
     commit position (``UNORDERED``: only its place in its partition orders it) waits with the
-    held changes of its partition that come before it. Nothing is ready when the cut does not
-    move forward."""
+    held changes of its partition that come before it, unless a new version of its key
+    follows it, ready (:func:`_in_key_order`). Nothing is ready when the cut does not move
+    forward."""
     if not cut.forward:
         return changes.limit(0), changes
     before = F.coalesce(F.col("commit_ts") < F.lit(cut.at).cast("timestamp"), F.lit(False))
@@ -332,10 +333,40 @@ def split(changes: DataFrame, cut: Cut) -> tuple[DataFrame, DataFrame]:
         ).otherwise(before),
     )
     marked = marked.drop("_first_held").localCheckpoint()
+    if not marked.where(unordered).isEmpty():
+        marked = _in_key_order(marked, unordered, cut).localCheckpoint()
     return (
         marked.where(F.col("_ready")).drop("_ready"),
         marked.where(~F.col("_ready")).drop("_ready"),
     )
+
+
+def _in_key_order(marked: DataFrame, unordered: Column, cut: Cut) -> DataFrame:
+    """``marked`` with a held change without a commit position made ready when a ready
+    change of its key follows it in its partition that is a version never seen before:
+    newer than every earlier change of its key in its partition here, and not below the
+    published cut, below which every earlier batch's version lies. By the changefeed's
+    per-key order ("the changefeed will not emit any previously unseen versions of that row
+    with a lower timestamp") that version was committed before the cut, and this change
+    before it. Held, it would be released after that version was applied, and placed after
+    it (a delete would remove the newer row). A later change that is no such version is a
+    redelivery of one the held change already follows."""
+    key = F.to_json("key")
+    by_key = Window.partitionBy("partition", "schema", "table", key).orderBy("position")
+    before = by_key.rowsBetween(Window.unboundedPreceding, -1)
+    after = by_key.rowsBetween(1, Window.unboundedFollowing)
+    timed = ~unordered & F.col("commit_ts").isNotNull()
+    newer = F.coalesce(
+        F.col("commit_ts") > F.max(F.when(timed, F.col("commit_ts"))).over(before), F.lit(True)
+    )
+    if cut.published is not None:
+        newer = newer & (F.col("commit_ts") >= F.lit(cut.published).cast("timestamp"))
+    keyed = F.col("key").isNotNull() & F.col("partition").isNotNull()
+    proving = marked.withColumn("_proves", keyed & timed & F.col("_ready") & newer)
+    proven = F.coalesce(F.max("_proves").over(after), F.lit(False))
+    return proving.withColumn(
+        "_ready", F.when(unordered & keyed, F.col("_ready") | proven).otherwise(F.col("_ready"))
+    ).drop("_proves")
 
 
 def hold_statuses(held: DataFrame, cut: Cut) -> DataFrame:

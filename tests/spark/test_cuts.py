@@ -378,28 +378,53 @@ def test_a_change_below_a_true_cut_is_quarantined_only_where_it_would_move_a_row
 def test_a_change_without_a_commit_time_waits_behind_the_held_changes_of_its_partition(
     spark: Any,
 ) -> None:
+    from pyspark.sql import functions as F
+
     from airflow_cdc.core.formats.common import UNORDERED
     from spark_jobs.cut import Cut, split
 
     epoch = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+    unordered = UNORDERED + "00"
     changes = spark.createDataFrame(
         [
-            ("a", "s1", at(0, 10), "p0", "03"),  # before the cut
-            ("b", "s2", at(1, 10), "p0", "05"),  # after it: held
-            ("c", UNORDERED + "03", epoch, "p0", "04"),  # unordered, before b: ready
-            ("d", UNORDERED + "07", epoch, "p0", "07"),  # unordered, after b: waits with it
-            ("e", UNORDERED + "02", epoch, "p1", "02"),  # nothing held in p1: ready
-            ("f", "s3", at(0, 20), None, None),  # a format without partitions
+            ("a", "s1", at(0, 10), "p0", "03", "[1]"),  # before the cut
+            ("b", "s2", at(1, 10), "p0", "05", "[2]"),  # after it: held
+            ("c", unordered, epoch, "p0", "04", "[3]"),  # unordered, before b: ready
+            ("d", unordered, epoch, "p0", "07", "[4]"),  # unordered, after b: waits with it
+            ("e", unordered, epoch, "p1", "02", "[5]"),  # nothing held in p1: ready
+            ("f", "s3", at(0, 20), None, None, "[6]"),  # a format without partitions
+            # Unordered after b, then a new version of its key before the cut: ready.
+            ("g", unordered, epoch, "p0", "08", "[1]"),
+            ("h", "s4", at(0, 30), "p0", "09", "[1]"),
+            # Unordered after b, then a redelivery of the version before it: it waits.
+            ("i", "s5", at(0, 40), "p0", "01", "[7]"),
+            ("j", unordered, epoch, "p0", "10", "[7]"),
+            ("k", "s5", at(0, 40), "p0", "11", "[7]"),
+            # Unordered after b, then a new version of its key past the cut: it waits.
+            ("l", unordered, epoch, "p0", "12", "[8]"),
+            ("m", "s6", at(1, 20), "p0", "13", "[8]"),
         ],
-        "record_id STRING, sequence STRING, commit_ts TIMESTAMP, partition STRING, position STRING",
+        "record_id STRING, sequence STRING, commit_ts TIMESTAMP, partition STRING,"
+        " position STRING, key_json STRING",
+    ).select(
+        "*",
+        F.lit("public").alias("schema"),
+        F.lit("items").alias("table"),
+        F.parse_json("key_json").alias("key"),
     )
     cut = Cut(at(1, 0), at(0, 0), at(1, 0), heuristic=True, published=None)
     ready, held = split(changes, cut)
-    assert sorted(r[0] for r in ready.select("record_id").collect()) == ["a", "c", "e", "f"]
-    assert sorted(r[0] for r in held.select("record_id").collect()) == ["b", "d"]
+    assert sorted(r[0] for r in ready.select("record_id").collect()) == [
+        *("a", "c", "e", "f", "g", "h", "i", "k"),
+    ]
+    assert sorted(r[0] for r in held.select("record_id").collect()) == ["b", "d", "j", "l", "m"]
+    # A version below the published cut is no new one (earlier batches' versions lie below).
+    later = Cut(at(1, 0), at(0, 0), at(1, 0), heuristic=True, published=at(0, 35))
+    ready, _ = split(changes, later)
+    assert "g" not in {r[0] for r in ready.select("record_id").collect()}
     behind = Cut(at(1, 0), at(0, 0), at(1, 0), heuristic=True, published=at(2, 0))
     nothing, everything = split(changes, behind)
-    assert nothing.count() == 0 and everything.count() == 6
+    assert nothing.count() == 0 and everything.count() == 13
 
 
 @pytest.mark.slow

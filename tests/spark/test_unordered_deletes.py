@@ -147,3 +147,51 @@ def test_a_redelivered_upsert_after_a_delete_without_timestamp_stays_deleted(
     (dump / "p1.ndjson").write_text(upsert(7, "seven", 3, at=10) + "\n", encoding="utf-8")
     accounting = run(warehouse, dump, "b2")
     assert live(spark, warehouse) == {} and accounting["applied"] == 0
+
+
+def test_a_delete_without_timestamp_behind_a_held_change_keeps_its_place_under_a_cut(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Under a cut, a delete without a timestamp comes behind the partition's held change
+    (another key's, committed past the cut). The upsert of its key at the next offset is a
+    new version, committed before the cut: by the changefeed's per-key order the delete
+    was committed before it, so the cut takes both, in offset order, and the row lives
+    (held, the delete was released after the upsert was applied, and placed after it). A
+    redelivery of the version the delete follows proves nothing: that delete waits."""
+    import datetime as dt
+
+    second = 1_000_000_000
+    dump = tmp_path / "dump"
+    dump.mkdir()
+    warehouse = str(tmp_path / "warehouse")
+    wall = dt.datetime.fromtimestamp(WALL // second, dt.UTC)
+
+    def batch(name: str, lines: list[str], end_s: int) -> dict[str, Any]:
+        with (dump / "p0.ndjson").open("a", encoding="utf-8") as handle:
+            handle.write("\n".join(lines) + "\n")
+        land_dump(warehouse, str(dump), name, layout="kafka", fmt="cockroachdb")
+        end = (wall + dt.timedelta(seconds=end_s)).isoformat()
+        options = ("--cut-at", end)
+        stats = process(warehouse, name, ddl=DDL, fmt="cockroachdb", options=options)["apply"]
+        accounting = stats["accounting"]
+        assert accounting["unprocessed"] == 0
+        assert accounting["landed"] == sum(accounting[s] for s in STATUSES)
+        return stats
+
+    first = [
+        upsert(1, "one", 0, at=10 * second),
+        upsert(3, "three", 1, at=10 * second),
+        upsert(2, "two", 2, at=150 * second),  # past the cut: held
+        delete(1, 3),  # behind it
+        upsert(1, "one again", 4, at=60 * second),  # after the delete, before the cut
+        delete(3, 5),  # behind the held change too
+        upsert(3, "three", 6, at=10 * second),  # a redelivery of the version it follows
+        resolved(7, 100 * second),
+    ]
+    one = batch("b1", first, 200)
+    assert one["cut"]["published"]["cut_at"] == (wall + dt.timedelta(seconds=100)).isoformat()
+    assert live(spark, warehouse) == {1: "one again", 3: "three"}
+    assert one["accounting"]["pending"] == 2  # key 2's upsert, key 3's delete
+    two = batch("b2", [resolved(8, 300 * second)], 400)
+    assert live(spark, warehouse) == {1: "one again", 2: "two"}
+    assert two["accounting"]["quarantined"] == 0
