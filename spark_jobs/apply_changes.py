@@ -34,6 +34,8 @@ from airflow_cdc.core.formats.common import (
     FRAGMENTS_CEILING,
     MAX_FRAGMENTS,
     MAX_NUMBER_LENGTH,
+    MAX_SET_BYTES,
+    SET_BYTES_CEILING,
     UNORDERED,
     RecordLimits,
 )
@@ -72,7 +74,7 @@ from spark_jobs.warehouse import RECORD, JobContext
 
 log = logging.getLogger("airflow_cdc.jobs")
 JOB_NAME = "apply_changes"
-JOB_VERSION = "2.8.14"
+JOB_VERSION = "2.8.15"
 
 
 @dataclass(frozen=True)
@@ -626,7 +628,7 @@ def settle(
         wall,
         dt.timedelta(seconds=args.max_pending_wall_seconds),
     )
-    return reassemble.settle_sets(buffered, clock)
+    return reassemble.settle_sets(buffered, clock, args.max_bytes_per_fragment_set)
 
 
 def run(ctx: JobContext, args: Any) -> dict[str, Any]:
@@ -772,6 +774,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         type=positive_count("fragments", FRAGMENTS_CEILING),
         default=MAX_FRAGMENTS,
         help="a chunked record whose image has more fragments is a bad record",
+    )
+    parser.add_argument(
+        "--max-bytes-per-fragment-set",
+        type=positive_count("bytes", SET_BYTES_CEILING),
+        default=MAX_SET_BYTES,
+        help="a fragment set whose chunk id's fragments hold more data (UTF-8 bytes, every"
+        " delivery counted) is quarantined unread (oversized_fragment_set)",
     )
     parser.add_argument(
         "--max-number-length",

@@ -23,7 +23,8 @@ import pyarrow as pa
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from airflow_cdc.core.reassembly import checksum
+from airflow_cdc.core.formats.common import MAX_SET_BYTES
+from airflow_cdc.core.reassembly import OVERSIZED, checksum
 from spark_jobs.frames import materialize
 from spark_jobs.json_columns import WholeJson
 from spark_jobs.ledger import DUPLICATE, PENDING, per_record, union_all
@@ -146,8 +147,12 @@ def nothing_to_settle(buffered: DataFrame) -> Settlement:
     return Settlement(changes, [], [], buffered)
 
 
-def settle_sets(buffered: DataFrame, clock: Clock) -> Settlement:
-    """Settle every buffered chunked record (``STATE_SCHEMA`` rows) against its fragments.
+def settle_sets(
+    buffered: DataFrame, clock: Clock, max_set_bytes: int = MAX_SET_BYTES
+) -> Settlement:
+    """Settle every buffered chunked record (``STATE_SCHEMA`` rows) against its fragments
+    (a chunk id whose fragments hold more than ``max_set_bytes`` fails its set unread:
+    :func:`airflow_cdc.core.reassembly.assemble`).
 
     A chunk id names one record: the same record again (same commit, table, op and chunk
     references) is a redelivery; a different record under the same chunk ids is a conflict,
@@ -195,7 +200,7 @@ def settle_sets(buffered: DataFrame, clock: Clock) -> Settlement:
     fragments = fragments.join(conflicted_ids, "chunk_id", "left_anti")
     duplicates = ranked.where((F.col("rank") > 1) & is_open)
     candidates = ranked.where((F.col("rank") == 1) & is_open).drop("rank")
-    settled = _assemble_sets(candidates, fragments, clock)
+    settled = _assemble_sets(candidates, fragments, clock, max_set_bytes)
     complete = settled.where(F.col("outcome") == "complete")
     failed = settled.where(F.col("outcome") == "failed")
     waiting = settled.where(F.col("outcome") == "waiting")
@@ -357,7 +362,9 @@ def _next_state(
     return union_all([waiting.select(*columns), markers, still_open.select(*columns)])
 
 
-def _assemble_sets(candidates: DataFrame, fragments: DataFrame, clock: Clock) -> DataFrame:
+def _assemble_sets(
+    candidates: DataFrame, fragments: DataFrame, clock: Clock, max_bytes: int
+) -> DataFrame:
     """``SETTLED_SCHEMA`` for each candidate main record: each image it names reassembled
     from the fragments of its chunk id by the rules of :func:`airflow_cdc.core.reassembly.
     assemble`, as expressions; the CRC32C of a complete image through Arrow. A complete
@@ -389,8 +396,19 @@ def _assemble_sets(candidates: DataFrame, fragments: DataFrame, clock: Clock) ->
     sort_key = F.struct(
         F.col("frag_index").alias("i"), F.col("frag_data").alias("data"), "record_id", "batch_id"
     )
-    by_chunk = fragments.groupBy("chunk_id").agg(
-        F.array_sort(F.collect_list(sort_key)).alias("_deliveries")
+    # A chunk id whose fragments hold more than ``max_bytes`` is never gathered into one
+    # row (it could outgrow what a row holds, and fail every retry): its set fails, with its
+    # deliveries' record ids as members.
+    heavy = (
+        fragments.groupBy("chunk_id")
+        .agg(F.sum(F.octet_length("frag_data")).alias("_bytes"))
+        .where(F.col("_bytes") > max_bytes)
+        .localCheckpoint()
+    )
+    by_chunk = (
+        fragments.join(F.broadcast(heavy), "chunk_id", "left_anti")
+        .groupBy("chunk_id")
+        .agg(F.array_sort(F.collect_list(sort_key)).alias("_deliveries"))
     )
     deliveries = F.col("_deliveries")
 
@@ -412,7 +430,21 @@ def _assemble_sets(candidates: DataFrame, fragments: DataFrame, clock: Clock) ->
             deliveries,
             lambda d: F.struct(d["record_id"].alias("record_id"), d["batch_id"].alias("batch_id")),
         ).alias("copies"),
+        F.lit(None).cast("bigint").alias("_bytes"),
     )
+    if not heavy.isEmpty():
+        per_chunk = per_chunk.unionByName(
+            fragments.join(F.broadcast(heavy), "chunk_id")
+            .groupBy("chunk_id", "_bytes")
+            .agg(F.collect_list(F.struct("record_id", "batch_id")).alias("copies"))
+            .select(
+                "chunk_id",
+                F.array().cast(_PIECES).alias("_firsts"),
+                F.array().cast("array<bigint>").alias("_clashes"),
+                "copies",
+                "_bytes",
+            )
+        )
     total = F.col("total")
 
     inside = F.coalesce(F.filter("_firsts", lambda d: d["i"] < total), F.array().cast(_PIECES))
@@ -430,6 +462,7 @@ def _assemble_sets(candidates: DataFrame, fragments: DataFrame, clock: Clock) ->
             F.array_min(F.filter("_clashes", lambda i: i < total)).alias("conflict"),
             inside.alias("_inside"),
             F.coalesce("copies", F.array().cast(_IDS)).alias("copies"),
+            "_bytes",
         )
         .select(
             "*",
@@ -469,6 +502,17 @@ def _assemble_sets(candidates: DataFrame, fragments: DataFrame, clock: Clock) ->
     image = F.col("image")
     refused = (
         F.when(
+            F.col("_bytes").isNotNull(),
+            failure(
+                OVERSIZED,
+                F.concat(
+                    F.lit("the fragments of its chunk_id hold "),
+                    F.col("_bytes"),
+                    F.lit(f" bytes of data, more than the {max_bytes} one set may gather"),
+                ),
+            ),
+        )
+        .when(
             F.col("past").isNotNull(),
             failure(
                 "fragment_out_of_range",

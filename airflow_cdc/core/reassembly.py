@@ -17,7 +17,7 @@ import crc32c
 
 from airflow_cdc.core.events import ChunkRef, Fragment
 from airflow_cdc.core.exceptions import RecordFormatError
-from airflow_cdc.core.formats.common import load_json
+from airflow_cdc.core.formats.common import MAX_SET_BYTES, load_json
 
 COMPLETE = "complete"
 INCOMPLETE = "incomplete"
@@ -47,18 +47,36 @@ def checksum(text: str) -> int:
     return crc32c.crc32c(text.encode("utf-8"))
 
 
-def assemble(ref: ChunkRef, fragments: Iterable[Fragment]) -> Assembly:
+OVERSIZED = "oversized_fragment_set"
+
+
+def oversized_detail(delivered: int, max_bytes: int) -> str:
+    """The quarantine detail of a set whose fragments hold ``delivered`` bytes."""
+    return (
+        f"the fragments of its chunk_id hold {delivered} bytes of data, more than the"
+        f" {max_bytes} one set may gather"
+    )
+
+
+def assemble(
+    ref: ChunkRef, fragments: Iterable[Fragment], max_bytes: int = MAX_SET_BYTES
+) -> Assembly:
     """Reassemble the image that ``ref`` describes from whatever fragments have arrived.
 
     Fragments of other chunk ids are ignored. Duplicates of a fragment are dropped. The
-    outcome does not depend on the order the fragments arrived in: a fragment whose index is
-    past the set fails it first (the smallest such index is named), then two fragments with
+    outcome does not depend on the order the fragments arrived in: fragments whose data,
+    every delivery counted, is more than ``max_bytes`` UTF-8 bytes fail the set first
+    (:data:`~airflow_cdc.core.formats.common.MAX_SET_BYTES`), then a fragment whose index is
+    past the set (the smallest such index is named), then two fragments with
     the same index but different data (the smallest such index); then the set is
     incomplete, or its CRC32C is checked. The image is read by the rules of an inline one
     (:func:`~airflow_cdc.core.formats.common.load_object`, strict: its numbers keep their
     digits, RFC 8259 text only, number literals within the limits).
     """
     mine = [f for f in fragments if f.chunk_id == ref.chunk_id]
+    delivered = sum(len(f.data.encode("utf-8", "surrogatepass")) for f in mine)
+    if delivered > max_bytes:
+        return Assembly(FAILED, reason=OVERSIZED, detail=oversized_detail(delivered, max_bytes))
     past = [f.index for f in mine if f.index >= ref.total_fragments]
     if past:
         return Assembly(

@@ -17,7 +17,13 @@ from airflow_cdc.core.columns import MAX_ADDED_COLUMNS, MAX_COLUMNS_PER_RECORD
 from airflow_cdc.core.ddl import history_ref, history_tables, parse_tables
 from airflow_cdc.core.exceptions import DdlError
 from airflow_cdc.core.formats import parser_for
-from airflow_cdc.core.formats.common import MAX_FRAGMENTS, MAX_NUMBER_LENGTH, RecordLimits
+from airflow_cdc.core.formats.common import (
+    MAX_FRAGMENTS,
+    MAX_NUMBER_LENGTH,
+    MAX_SET_BYTES,
+    SET_BYTES_CEILING,
+    RecordLimits,
+)
 from airflow_cdc.jobs import (
     CATALOG_NAME,
     MAX_PENDING_WALL_SECONDS,
@@ -72,6 +78,10 @@ class ApplyChangesOperator(SparkJobOperator):
         always get it.
     :param max_fragments_per_image: A chunked record whose image has more fragments is a bad
         record (quarantined); default 10,000, at most 1,000,000.
+    :param max_bytes_per_fragment_set: A fragment set whose chunk id's fragments hold more
+        data (UTF-8 bytes, every delivery counted) is quarantined unread
+        (``oversized_fragment_set``); default 256 MiB, twice the largest image Spark reads
+        back, at most 1 GiB.
     :param max_number_length: A record holding a JSON number literal of more characters is a
         bad record (quarantined); default and most 1,000, the longest Spark's JSON reader
         reads. Applies to the formats parsed by the core (all but ``dsql``, whose records
@@ -141,6 +151,7 @@ class ApplyChangesOperator(SparkJobOperator):
         column_mapping: bool = False,
         max_fragments_per_image: int = MAX_FRAGMENTS,
         max_number_length: int = MAX_NUMBER_LENGTH,
+        max_bytes_per_fragment_set: int = MAX_SET_BYTES,
         consistent_cut: bool = False,
         cut_at: str = "{{ data_interval_end | ts }}",
         interval_start: str = "{{ data_interval_start | ts }}",
@@ -185,6 +196,7 @@ class ApplyChangesOperator(SparkJobOperator):
         self.column_mapping = column_mapping
         self.max_fragments_per_image = max_fragments_per_image
         self.max_number_length = max_number_length
+        self.max_bytes_per_fragment_set = max_bytes_per_fragment_set
         self.consistent_cut = consistent_cut
         self.cut_at = cut_at
         self.interval_start = interval_start
@@ -271,12 +283,18 @@ class ApplyChangesOperator(SparkJobOperator):
             "max_added_columns",
             "max_fragments_per_image",
             "max_number_length",
+            "max_bytes_per_fragment_set",
         )
         for name in counts:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
         RecordLimits(self.max_fragments_per_image, self.max_number_length)  # and in range
+        if self.max_bytes_per_fragment_set > SET_BYTES_CEILING:
+            raise ValueError(
+                f"max_bytes_per_fragment_set must be at most {SET_BYTES_CEILING:,},"
+                f" got {self.max_bytes_per_fragment_set!r}"
+            )
         if self.catalog is not None and (
             not isinstance(self.catalog, str) or not CATALOG_NAME.fullmatch(self.catalog)
         ):
@@ -302,6 +320,7 @@ class ApplyChangesOperator(SparkJobOperator):
             *("--max-added-columns", str(self.max_added_columns)),
             *("--max-fragments-per-image", str(self.max_fragments_per_image)),
             *("--max-number-length", str(self.max_number_length)),
+            *("--max-bytes-per-fragment-set", str(self.max_bytes_per_fragment_set)),
             *(["--column-mapping"] if self.column_mapping else []),
             *cut,
             *(["--history", ",".join(s.table.qualified for s in kept)] if kept else []),

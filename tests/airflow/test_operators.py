@@ -127,6 +127,7 @@ def test_apply_changes_arguments() -> None:
         *("--max-added-columns", "200"),
         *("--max-fragments-per-image", "10000"),
         *("--max-number-length", "1000"),
+        *("--max-bytes-per-fragment-set", str(256 * 2**20)),
     ]
     for bad in ({"max_added_columns": 0}, {"max_columns_per_record": 1.5}):
         with pytest.raises(ValueError, match="whole number"):
@@ -144,6 +145,8 @@ def test_apply_changes_arguments() -> None:
     for bad, message in (
         ({"max_number_length": 1001}, "characters per number must be 1 to 1,000"),
         ({"max_fragments_per_image": 10**7}, "fragments per image must be 1 to 1,000,000"),
+        ({"max_bytes_per_fragment_set": 2**31}, "max_bytes_per_fragment_set must be at most"),
+        ({"max_bytes_per_fragment_set": 0}, "whole number"),
     ):
         with pytest.raises(ValueError, match=message):
             ApplyChangesOperator(task_id="d", warehouse="/wh", source="s", ddl=ddl, **bad).job_args(

@@ -133,3 +133,17 @@ def test_the_outcome_does_not_depend_on_arrival_order() -> None:
     assert {(r.reason, r.detail) for r in (assemble(ref, order) for order in orders)} == {
         ("conflicting_fragments", "two different fragments with index 0")
     }
+
+
+def test_a_set_past_the_byte_bound_fails_every_delivery_counted() -> None:
+    ref, fragments = _set()
+    size = len(TEXT.encode("utf-8"))  # the set's data, each fragment once
+    assert assemble(ref, fragments, max_bytes=size).status == COMPLETE
+    # One redelivery more, or a stranger's fragment under the chunk id, passes the bound.
+    result = assemble(ref, [*fragments, fragments[0]], max_bytes=size)
+    grown = size + len(fragments[0].data.encode("utf-8"))
+    assert (result.status, result.reason) == (FAILED, "oversized_fragment_set")
+    assert result.detail.startswith(f"the fragments of its chunk_id hold {grown} bytes")
+    # Fragments of other chunk ids count for nothing.
+    stranger = Fragment("chunk-2", 0, "x" * size)
+    assert assemble(ref, [stranger, *fragments], max_bytes=size).status == COMPLETE

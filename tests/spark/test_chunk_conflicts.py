@@ -195,3 +195,33 @@ def test_a_set_s_redelivery_in_a_later_batch_is_a_duplicate_beside_a_waiting_set
     assert (two["duplicate"], two["applied"], two["pending"], two["quarantined"]) == (1, 1, 0, 0)
     table = spark.read.format("delta").load(f"{warehouse}/public/accounts")
     assert sorted((r["id"], r["name"]) for r in table.collect()) == [(1, "a"), (2, "b")]
+
+
+def test_a_chunk_id_past_the_byte_bound_is_quarantined_unread(spark: Any, tmp_path: Path) -> None:
+    """A chunk id whose fragments hold more data than ``--max-bytes-per-fragment-set`` (every
+    delivery counted) fails its set without gathering it: the chunked record and every
+    fragment are quarantined with their payloads; a set within the bound beside it applies."""
+    big = ['{"id": 1, "name": "', "x" * 60, '"}']
+    small = ['{"id": 2, ', '"name": "b"}']
+    records = []
+    for ts, chunk_id, pieces in ((BASE_NS + 1, "big", big), (BASE_NS + 2, "small", small)):
+        record = json.loads(chunked(ts, chunk_id))
+        after = record["chunked"]["after"]
+        after.update(
+            total_fragments=len(pieces), crc32c=str(crc32c.crc32c("".join(pieces).encode()))
+        )
+        records += [json.dumps(record), *(fragment(chunk_id, i, p) for i, p in enumerate(pieces))]
+    warehouse = str(tmp_path / "warehouse")
+    write_ndjson(records, str(tmp_path / "d1"), files=1)
+    land_dump(warehouse, str(tmp_path / "d1"), "b1")
+    stats = process(warehouse, "b1", ddl=DDL, options=("--max-bytes-per-fragment-set", "64"))
+    accounting = stats["apply"]["accounting"]
+    assert (accounting["applied"], accounting["quarantined"]) == (3, 4)
+    assert accounting["unprocessed"] == 0
+    quarantine = spark.read.format("delta").load(f"{warehouse}/_cdc/quarantine").collect()
+    assert {r["reason"] for r in quarantine} == {"oversized_fragment_set"}
+    assert all(r["payload"] for r in quarantine)
+    held = len("".join(big))  # ASCII: a byte a character
+    assert all(f"hold {held} bytes of data, more than the 64" in r["detail"] for r in quarantine)
+    table = spark.read.format("delta").load(f"{warehouse}/public/accounts")
+    assert [(r["id"], r["name"]) for r in table.collect()] == [(2, "b")]

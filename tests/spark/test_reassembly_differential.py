@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 from airflow_cdc.core.events import ChunkRef, Fragment
+from airflow_cdc.core.formats.common import MAX_SET_BYTES
 from airflow_cdc.core.jsontext import JsonNumber
 from airflow_cdc.core.reassembly import COMPLETE, FAILED, assemble, checksum, split
 from spark_jobs import reassemble
@@ -138,7 +139,7 @@ def abbreviated(indexes: tuple[int, ...]) -> str:
     return f"{shown}" if len(indexes) <= 20 else f"{shown} and {len(indexes) - 20} more"
 
 
-def expected(one: Case, expired: str | None) -> dict[str, Any]:
+def expected(one: Case, expired: str | None, max_bytes: int = MAX_SET_BYTES) -> dict[str, Any]:
     """The settlement the module's rules give, from the core's ``assemble`` of each image."""
     main = one.main
     ids = {f["record_id"]: f for f in one.fragments}
@@ -161,7 +162,7 @@ def expected(one: Case, expired: str | None) -> dict[str, Any]:
             for rid, f in ids.items()
             if f["chunk_id"] == chunk
         )
-        assembly = assemble(ref, [f for _, f in mine])
+        assembly = assemble(ref, [f for _, f in mine], max_bytes)
         if assembly.status == FAILED:
             return {
                 "outcome": "failed",
@@ -231,25 +232,28 @@ def state_rows(spark: Any, rows: list[dict[str, Any]]) -> Any:
     )
 
 
-def test_the_jvm_reassembly_settles_every_set_as_the_core_does(spark: Any) -> None:
-    rng = random.Random(20261129)
-    cases = [case(rng, number) for number in range(160)]
+def settle_both(
+    spark: Any, cases: list[Case], max_bytes: int = MAX_SET_BYTES
+) -> tuple[dict[str, Any], set[tuple[str, str | None]], set[str | None]]:
+    """Settle ``cases`` in the JVM and check each against the core: (the settled rows by
+    record id, the (outcome, reason) pairs met, the expiries met)."""
     clock = Clock(WALL, WAIT, WALL, WAIT)
     candidates = state_rows(spark, [c.main for c in cases])
     fragments = state_rows(spark, [f for c in cases for f in c.fragments])
     settled = {
         row["record_id"]: row.asDict(recursive=True)
-        for row in reassemble._assemble_sets(candidates, fragments, clock).collect()
+        for row in reassemble._assemble_sets(candidates, fragments, clock, max_bytes).collect()
     }
     assert set(settled) == {c.main["record_id"] for c in cases}
-    outcomes, expiries = set(), set()
+    outcomes: set[tuple[str, str | None]] = set()
+    expiries: set[str | None] = set()
     for one in cases:
         waited = None
         if one.main["arrival_ts"] < WALL - WAIT:
             waited = f"{WAIT} of stream time"
         elif one.main["buffered_at"] < WALL - WAIT:
             waited = f"{WAIT} of wall-clock time in the open state"
-        want = expected(one, waited)
+        want = expected(one, waited, max_bytes)
         expiries.add(waited)
         got = settled[one.main["record_id"]]
         outcomes.add((want["outcome"], want["reason"]))
@@ -267,6 +271,13 @@ def test_the_jvm_reassembly_settles_every_set_as_the_core_does(spark: Any) -> No
             text = got[f"{name}_json"]
             image = None if text is None else json.loads(text, parse_float=Decimal)
             assert image == want["images"][name], (name, context)
+    return settled, outcomes, expiries
+
+
+def test_the_jvm_reassembly_settles_every_set_as_the_core_does(spark: Any) -> None:
+    rng = random.Random(20261129)
+    cases = [case(rng, number) for number in range(160)]
+    settled, outcomes, expiries = settle_both(spark, cases)
     # The draw reached every outcome and every way a set fails.
     assert {reason for outcome, reason in outcomes if outcome == "failed"} == {
         "fragment_out_of_range",
@@ -280,3 +291,20 @@ def test_the_jvm_reassembly_settles_every_set_as_the_core_does(spark: Any) -> No
     shared = [c for c in cases if c.main.get("before_chunk_id") == c.main.get("after_chunk_id")]
     assert any(settled[c.main["record_id"]]["outcome"] == "complete" for c in shared)
     assert any(" more" in (row["detail"] or "") for row in settled.values())
+
+
+def test_a_chunk_id_past_the_byte_bound_fails_its_set_as_the_core_does(spark: Any) -> None:
+    """Sets whose chunk id gathered more fragment data than the bound (every delivery
+    counted) fail unread, naming the bytes, with every delivery a member; the rest settle as
+    before."""
+    rng = random.Random(20261202)
+    cases = [case(rng, number) for number in range(60)]
+    delivered = sorted(
+        sum(len(f["frag_data"].encode("utf-8", "surrogatepass")) for f in c.fragments)
+        for c in cases
+    )
+    bound = delivered[len(delivered) // 2]
+    settled, outcomes, _ = settle_both(spark, cases, bound)
+    oversized = [r for r in settled.values() if r["reason"] == "oversized_fragment_set"]
+    assert oversized and any(r["members"][1:] for r in oversized)
+    assert {"complete", "waiting"} <= {outcome for outcome, _ in outcomes}
