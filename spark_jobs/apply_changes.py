@@ -29,7 +29,7 @@ from airflow_cdc.core.columns import MAX_ADDED_COLUMNS, MAX_COLUMNS_PER_RECORD
 from airflow_cdc.core.ddl import TableSpec, history_tables, parse_tables
 from airflow_cdc.core.events import TableRef
 from airflow_cdc.core.exceptions import CdcError
-from airflow_cdc.core.formats import EMBEDDED_JSON, NAMES_SCHEMAS, UNTYPED
+from airflow_cdc.core.formats import EMBEDDED_JSON, FRAGMENTED, NAMES_SCHEMAS, UNTYPED
 from airflow_cdc.core.formats.common import (
     FRAGMENTS_CEILING,
     MAX_FRAGMENTS,
@@ -61,7 +61,7 @@ from spark_jobs.arguments import (
     positive_count,
     source_name,
 )
-from spark_jobs.delta_tables import partition_columns, table_exists
+from spark_jobs.delta_tables import partition_columns, table_exists, version_before_batch
 from spark_jobs.faults import fault_point
 from spark_jobs.files import read_text
 from spark_jobs.frames import checkpoint_counting, in_parallel
@@ -74,7 +74,7 @@ from spark_jobs.warehouse import RECORD, JobContext
 
 log = logging.getLogger("airflow_cdc.jobs")
 JOB_NAME = "apply_changes"
-JOB_VERSION = "2.8.15"
+JOB_VERSION = "2.8.16"
 
 
 @dataclass(frozen=True)
@@ -169,17 +169,13 @@ def batch_size(ctx: JobContext, source: str) -> int:
     return raw.where((F.col("source") == source) & (F.col("batch_id") == ctx.batch_id)).count()
 
 
-def final_ids(ctx: JobContext, source: str, batches: list[str]) -> DataFrame | None:
-    """Records of ``batches`` whose outcome an earlier run already made final."""
-    return ledger.final_ids(ctx.spark, ctx.warehouse.ledger, source, batches)
-
-
 def open_sets(
     ctx: JobContext, source: str, held: DataFrame | None = None
 ) -> tuple[DataFrame, bool]:
     """(the source's open fragment sets, less any an interrupted run already finished (its
-    records final, or members of ``held`` changes); whether the source has rows in the
-    open-state table)."""
+    records final, or members of ``held`` changes), whose markers it leaves as that run
+    would have (:func:`~spark_jobs.reassemble.with_markers`); whether the source has rows
+    in the open-state table)."""
     state = open_state.read(ctx.spark, ctx.warehouse.pending, source)
     if state is None:
         return ctx.spark.createDataFrame([], reassemble.STATE_SCHEMA), False
@@ -192,12 +188,47 @@ def open_sets(
         .distinct()
         .collect()
     ]
-    done = final_ids(ctx, source, batches)
+    done = ledger.final_entries(ctx.spark, ctx.warehouse.ledger, source, batches)
     if done is not None:
-        state = _without_open(state, done)
+        state = _without_open(reassemble.with_markers(state, done), done)
     if held is not None:
-        state = _without_open(state, cutting.member_ids(held))
+        members = cutting.member_ids(held).select(
+            "record_id", F.lit(ledger.PENDING).alias("status"), F.lit(None).alias("reason")
+        )
+        state = _without_open(reassemble.with_markers(state, members), members)
     return state, True
+
+
+def with_batch_markers(
+    ctx: JobContext,
+    source: str,
+    records: DataFrame,
+    decided: DataFrame | None,
+    state: DataFrame,
+    fmt: str,
+    record_limits: RecordLimits,
+    now: dt.datetime,
+) -> DataFrame:
+    """``state`` with the markers of the sets this batch's records settled, when a run of
+    the batch made them final (``decided``: ``record_id``, ``status``, ``reason``) and died
+    before its open state's commit (no run of the batch has committed the open state
+    lately): the markers were only in that run, and a later redelivery of such a set would
+    wait, not be a duplicate. A first run decided nothing yet: one look at its ledger
+    partition."""
+    if decided is None or fmt not in FRAGMENTED:
+        return state
+    pending = ctx.warehouse.pending
+    if DeltaTable.isDeltaTable(ctx.spark, pending) and (
+        version_before_batch(ctx.spark, pending, ctx.batch_id) is not None
+    ):
+        return state
+    if decided.isEmpty():
+        return state
+    final = records.join(decided.select("record_id"), "record_id", "left_semi")
+    mains = parse_records(final, fmt, record_limits).where(F.col("rtype") == "chunked")
+    rebuilt = reassemble.with_markers(reassemble.to_state(mains, source, now), decided)
+    rebuilt = rebuilt.where(F.col("state") != reassemble.OPEN)
+    return state.unionByName(rebuilt.join(state.select("record_id"), "record_id", "left_anti"))
 
 
 def _without_open(state: DataFrame, finished: DataFrame) -> DataFrame:
@@ -645,7 +676,8 @@ def run(ctx: JobContext, args: Any) -> dict[str, Any]:
         return stats
     records = batch_records(ctx, source)
     stats.update(fit_to_size(ctx.spark, batch_size(ctx, source)))
-    done = final_ids(ctx, source, [ctx.batch_id])
+    decided = ledger.final_entries(ctx.spark, ctx.warehouse.ledger, source, [ctx.batch_id])
+    done = None if decided is None else decided.select("record_id")
     todo = records if done is None else records.join(done, "record_id", "left_anti")
     holding = None
     if args.cut_at is not None:
@@ -665,6 +697,9 @@ def run(ctx: JobContext, args: Any) -> dict[str, Any]:
     record_outcomes(parsed, outcomes, tracking=args.transactions)
     state, had_state = open_sets(ctx, source, holding.before if holding else None)
     wall = dt.datetime.now(dt.UTC)
+    state = with_batch_markers(
+        ctx, source, records, decided, state, args.format, record_limits, wall
+    )
     if holding is not None and args.transactions:
         holding.tracking = transactions.Tracking(
             carried_ends,

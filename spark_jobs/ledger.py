@@ -197,10 +197,20 @@ def current_status(entries: DataFrame) -> DataFrame:
 def final_ids(spark: SparkSession, path: str, source: str, batches: list[str]) -> DataFrame | None:
     """``record_id`` of the records of ``batches`` whose outcome is final (anything but
     ``pending``); ``None`` if there is no ledger or no batch."""
+    entries = final_entries(spark, path, source, batches)
+    return None if entries is None else entries.select("record_id")
+
+
+def final_entries(
+    spark: SparkSession, path: str, source: str, batches: list[str]
+) -> DataFrame | None:
+    """``record_id``, ``status``, ``reason`` of the records of ``batches`` whose outcome is
+    final (anything but ``pending``); ``None`` if there is no ledger or no batch."""
     entries = read_partitions(spark, path, source, batches)
     if entries is None:
         return None
-    return current_status(entries).where(F.col("status") != PENDING).select("record_id")
+    final = current_status(entries).where(F.col("status") != PENDING)
+    return final.select("record_id", "status", "reason")
 
 
 def accounting(

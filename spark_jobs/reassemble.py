@@ -27,7 +27,7 @@ from airflow_cdc.core.formats.common import MAX_SET_BYTES
 from airflow_cdc.core.reassembly import OVERSIZED, checksum
 from spark_jobs.frames import materialize
 from spark_jobs.json_columns import WholeJson
-from spark_jobs.ledger import DUPLICATE, PENDING, per_record, union_all
+from spark_jobs.ledger import DUPLICATE, PENDING, QUARANTINED, per_record, union_all
 from spark_jobs.parse import (
     CHUNK_REFS,
     IMAGE,
@@ -56,6 +56,19 @@ SETTLED_SCHEMA = struct(
     " members ARRAY<STRUCT<record_id: STRING, batch_id: STRING>>"
 )
 _IMAGES = ("before", "after")
+# What a closed marker no longer keeps of its record.
+_MARKER_DROPS = ("payload", "before_json", "after_json", "key_json", "types_json")
+# The quarantine reasons of a set that failed (its marker's state is ``failed``).
+SET_FAILURES = (
+    "fragment_out_of_range",
+    "conflicting_fragments",
+    "crc_mismatch",
+    "malformed_image",
+    "incomplete_fragment_set",
+    OVERSIZED,
+)
+CHUNK_ID_CONFLICT = "chunk_id_conflict"
+REDELIVERED_RECORD = "redelivered chunked record"
 # What makes two chunked records one record delivered twice rather than two records.
 _IDENTITY = ("sequence", "schema", "table", "op", *CHUNK_REFS)
 
@@ -211,7 +224,7 @@ def settle_sets(
             "record_id",
             "batch_id",
             F.lit(DUPLICATE).alias("status"),
-            F.lit("redelivered chunked record").alias("reason"),
+            F.lit(REDELIVERED_RECORD).alias("reason"),
         ),
         _members(complete, "redelivered").select(
             "record_id",
@@ -241,7 +254,7 @@ def settle_sets(
         ).select(
             "record_id",
             "batch_id",
-            F.lit("chunk_id_conflict").alias("reason"),
+            F.lit(CHUNK_ID_CONFLICT).alias("reason"),
             F.concat(
                 F.lit("chunk_id "),
                 F.col("ids"),
@@ -311,6 +324,43 @@ def settle_sets(
     return Settlement(changes, statuses, quarantined, state)
 
 
+def with_markers(state: DataFrame, finished: DataFrame) -> DataFrame:
+    """``state`` with the open row of each chunked record in ``finished`` (``record_id``,
+    ``status``, ``reason``: its outcome) that settled its set turned into the set's closed
+    marker, as the run that settled it leaves it: a run that died after the ledger's commit,
+    before the open state's, left the open rows, and its re-run must not drop the markers
+    with them (a later redelivery of the set would wait, not be a duplicate). ``failed`` for
+    a set that failed, ``complete`` for one that became a change; none for a redelivered
+    record or a chunk id conflict, which leave none. The marker's ``closed_at`` is its
+    record's arrival: it lasts ``max_age`` from then, at most as long as the dead run's."""
+    status, reason = F.col("status"), F.col("reason")
+    marker = (
+        F.when(status == QUARANTINED, F.when(reason.isin(*SET_FAILURES), F.lit("failed")))
+        .when((status == DUPLICATE) & (reason == REDELIVERED_RECORD), F.lit(None))
+        .otherwise(F.lit("complete"))
+    )
+    markers = (
+        finished.select("record_id", marker.alias("_marker"))
+        .where(F.col("_marker").isNotNull())
+        .dropDuplicates(["record_id"])
+    )
+    joined = state.join(markers, "record_id", "left")
+    closes = (F.col("state") == OPEN) & (F.col("rtype") == "chunked") & F.col("_marker").isNotNull()
+    replaced = {
+        **{name: F.lit(None) for name in _MARKER_DROPS},
+        "state": F.col("_marker"),
+        "closed_at": F.col("arrival_ts"),
+    }
+    return joined.select(
+        *[
+            F.when(closes, replaced[f.name].cast(f.dataType)).otherwise(F.col(f.name)).alias(f.name)
+            if f.name in replaced
+            else F.col(f.name)
+            for f in state.schema.fields
+        ]
+    )
+
+
 def _members(settled: DataFrame, column: str) -> DataFrame:
     """One row (``record_id``, ``batch_id``, ``reason``, ``detail``) per record named in
     ``column`` of settled sets."""
@@ -353,7 +403,7 @@ def _next_state(
     ).select(
         *[
             F.lit(None).cast(field.dataType).alias(field.name)
-            if field.name in ("payload", "before_json", "after_json", "key_json", "types_json")
+            if field.name in _MARKER_DROPS
             else F.col(field.name)
             for field in STATE_SCHEMA.fields
         ]

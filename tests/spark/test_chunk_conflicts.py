@@ -225,3 +225,57 @@ def test_a_chunk_id_past_the_byte_bound_is_quarantined_unread(spark: Any, tmp_pa
     assert all(f"hold {held} bytes of data, more than the 64" in r["detail"] for r in quarantine)
     table = spark.read.format("delta").load(f"{warehouse}/public/accounts")
     assert [(r["id"], r["name"]) for r in table.collect()] == [(2, "b")]
+
+
+@pytest.mark.parametrize("across", [False, True], ids=["one batch", "across batches"])
+def test_a_set_s_marker_outlives_a_run_killed_before_its_open_state_commit(
+    across: bool, spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run that settles sets A and C dies after its ledger commit, before the open
+    state's: the markers of the sets it settled were only in that run (the sets arrived in
+    its batch), or the open state still holds their open rows (they arrived in an earlier
+    batch). Its re-run leaves the markers the dead run would have left, so that A's
+    redelivery in the next batch is a duplicate (it waited, and was quarantined once its
+    age ran out), and a fragment of C, which failed its CRC32C, is quarantined with its
+    set's failure."""
+    from spark_jobs import apply_changes
+    from tests.spark.test_crash_recovery import crash_in_process
+
+    pieces = ['{"id": 1, ', '"name": "a"}']
+    record_a = json.loads(chunked(BASE_NS + 1, "a"))
+    record_a["chunked"]["after"]["crc32c"] = str(crc32c.crc32c("".join(pieces).encode()))
+    record_a = json.dumps(record_a)
+    record_c = chunked(BASE_NS + 3, "c")  # its CRC32C ("1") is wrong: the set fails
+    sets = [record_a, fragment("a", 0, pieces[0]), record_c, fragment("c", 0, pieces[0])]
+    rest = [fragment("a", 1, pieces[1]), fragment("c", 1, pieces[1])]
+    warehouse = str(tmp_path / "warehouse")
+    batches = [[*sets, *rest]] if not across else [sets, rest]
+    batches.append([record_a, fragment("c", 0, pieces[0])])  # the redeliveries
+    names = [f"b{n}" for n in range(1, len(batches) + 1)]
+    for name, lines in zip(names, batches, strict=True):
+        write_ndjson(lines, str(tmp_path / name), files=1)
+    args = ("--warehouse", warehouse, "--source", "dump", "--ddl", DDL)
+    settling, redelivery = names[-2], names[-1]
+    for name in names[:-1]:
+        land_dump(warehouse, str(tmp_path / name), name)
+        if name == settling:
+            crash_in_process(
+                monkeypatch,
+                "apply_changes:before_state",
+                apply_changes.main,
+                *args,
+                *("--batch-id", name, "--max-pending-age-seconds", "0.5"),
+            )
+        process(warehouse, name, ddl=DDL, max_pending_age=0.5)
+    land_dump(warehouse, str(tmp_path / redelivery), redelivery)
+    last = process(warehouse, redelivery, ddl=DDL, max_pending_age=0.5)["apply"]["accounting"]
+    assert (last["duplicate"], last["quarantined"], last["pending"]) == (1, 1, 0)
+    [late] = (
+        spark.read.format("delta")
+        .load(f"{warehouse}/_cdc/quarantine")
+        .where(f"batch_id = '{redelivery}'")
+        .collect()
+    )
+    assert late["reason"] == "fragment_of_failed_set"
+    table = spark.read.format("delta").load(f"{warehouse}/public/accounts")
+    assert [(r["id"], r["name"]) for r in table.collect()] == [(1, "a")]

@@ -46,6 +46,8 @@ UNTYPED = frozenset({"dsql"})
 # Formats whose every change names its schema (DSQL's ``source.schema``): an empty schema
 # names no declared table.
 NAMES_SCHEMAS = frozenset({"dsql"})
+# Formats whose oversized images arrive as chunked records and fragments.
+FRAGMENTED = frozenset({"dsql"})
 
 
 # What a record's content can make Python raise while it is parsed.
