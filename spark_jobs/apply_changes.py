@@ -74,7 +74,7 @@ from spark_jobs.warehouse import RECORD, JobContext
 
 log = logging.getLogger("airflow_cdc.jobs")
 JOB_NAME = "apply_changes"
-JOB_VERSION = "2.8.16"
+JOB_VERSION = "2.8.17"
 
 
 @dataclass(frozen=True)
@@ -190,6 +190,7 @@ def open_sets(
     ]
     done = ledger.final_entries(ctx.spark, ctx.warehouse.ledger, source, batches)
     if done is not None:
+        done = done.localCheckpoint()  # read once, for the markers and the open rows
         state = _without_open(reassemble.with_markers(state, done), done)
     if held is not None:
         members = cutting.member_ids(held).select(
@@ -219,12 +220,14 @@ def with_batch_markers(
         return state
     pending = ctx.warehouse.pending
     if DeltaTable.isDeltaTable(ctx.spark, pending) and (
-        version_before_batch(ctx.spark, pending, ctx.batch_id) is not None
+        version_before_batch(ctx.spark, pending, ctx.batch_id, source) is not None
     ):
         return state
     if decided.isEmpty():
         return state
-    final = records.join(decided.select("record_id"), "record_id", "left_semi")
+    # Parsed again: the final records that may be chunked ones (a cheap look at the text).
+    maybe = F.col("data").cast("string").contains("chunked")
+    final = records.where(maybe).join(decided.select("record_id"), "record_id", "left_semi")
     mains = parse_records(final, fmt, record_limits).where(F.col("rtype") == "chunked")
     rebuilt = reassemble.with_markers(reassemble.to_state(mains, source, now), decided)
     rebuilt = rebuilt.where(F.col("state") != reassemble.OPEN)
@@ -814,8 +817,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "--max-bytes-per-fragment-set",
         type=positive_count("bytes", SET_BYTES_CEILING),
         default=MAX_SET_BYTES,
-        help="a fragment set whose chunk id's fragments hold more data (UTF-8 bytes, every"
-        " delivery counted) is quarantined unread (oversized_fragment_set)",
+        help="a fragment set whose chunk id's distinct fragments hold more data (UTF-8 bytes;"
+        " a redelivered fragment counts once) is quarantined unread (oversized_fragment_set)",
     )
     parser.add_argument(
         "--max-number-length",

@@ -70,6 +70,7 @@ class Cut:
     published: dt.datetime | None  # the newest cut published before this run
     blocked_by: tuple[str, ...] = ()  # earlier batches with undecided records
     waiting_for: tuple[str, ...] = ()  # incomplete transactions that lowered the cut
+    fresh: bool = False  # no cut published and no earlier batch of the source landed
 
     @property
     def forward(self) -> bool:
@@ -211,7 +212,17 @@ def decide(
         heuristic=fmt not in IN_BAND_RESOLVED,
         published=published,
         blocked_by=tuple(blocked),
+        fresh=published is None and not landed_before(ctx, source),
     )
+
+
+def landed_before(ctx: JobContext, source: str) -> bool:
+    """Whether a batch of ``source`` before this one landed records (Delta's partition
+    pruning: the raw table's files of those batches, no data read)."""
+    earlier = (
+        (F.col("source") == source) & (F.col("batch_id") < ctx.batch_id) & (F.col("kind") == RECORD)
+    )
+    return bool(ctx.spark.read.format("delta").load(ctx.warehouse.raw).where(earlier).inputFiles())
 
 
 def newest_published(ctx: JobContext, source: str) -> tuple[dt.datetime | None, str | None]:
@@ -345,7 +356,8 @@ def _in_key_order(marked: DataFrame, unordered: Column, cut: Cut) -> DataFrame:
     """``marked`` with a held change without a commit position made ready when a ready
     change of its key follows it in its partition that is a version never seen before:
     newer than every earlier change of its key in its partition here, and not below the
-    published cut, below which every earlier batch's version lies. By the changefeed's
+    published cut, below which every earlier batch's version lies (without one, only when
+    no earlier batch was landed: versions applied without a cut could be any). By the changefeed's
     per-key order ("the changefeed will not emit any previously unseen versions of that row
     with a lower timestamp") that version was committed before the cut, and this change
     before it. Held, it would be released after that version was applied, and placed after
@@ -361,6 +373,8 @@ def _in_key_order(marked: DataFrame, unordered: Column, cut: Cut) -> DataFrame:
     )
     if cut.published is not None:
         newer = newer & (F.col("commit_ts") >= F.lit(cut.published).cast("timestamp"))
+    elif not cut.fresh:  # earlier batches, applied without a cut, may hold any version
+        return marked
     keyed = F.col("key").isNotNull() & F.col("partition").isNotNull()
     proving = marked.withColumn("_proves", keyed & timed & F.col("_ready") & newer)
     proven = F.coalesce(F.max("_proves").over(after), F.lit(False))

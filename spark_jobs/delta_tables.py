@@ -114,18 +114,24 @@ def committed_version(spark: SparkSession, path: str, operation: str) -> int | N
     return ours if ours is not None else max((int(r[0]) for r in recent), default=None)
 
 
-def version_before_batch(spark: SparkSession, path: str, batch_id: str) -> int | None:
+def version_before_batch(
+    spark: SparkSession, path: str, batch_id: str, source: str | None = None
+) -> int | None:
     """The table's version before the first of its last few commits that a run of
     ``batch_id`` made (their metadata names the batch, :func:`spark_jobs.session.
-    set_commit_metadata`): what a re-run of the batch reads the table as; ``None`` when no
-    run of the batch has committed to it lately (-1: such a run created it)."""
+    set_commit_metadata`), of ``source`` where given (a commit that names another source is
+    another source's run of a batch of the same id; one that names none is from before
+    apply_changes 2.8.17): what a re-run of the batch reads the table as; ``None`` when no
+    such run has committed to it lately (-1: such a run created it)."""
     mine = []
     for version, _, metadata in _recent_commits(spark, path):
         try:
             fields = json.loads(metadata) if metadata else {}
         except ValueError:
             continue
-        if isinstance(fields, dict) and fields.get("batch_id") == batch_id:
+        if not isinstance(fields, dict) or fields.get("batch_id") != batch_id:
+            continue
+        if source is None or fields.get("source", source) == source:
             mine.append(int(version))
     return min(mine) - 1 if mine else None
 

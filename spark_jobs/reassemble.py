@@ -5,8 +5,10 @@ source) until their sets settle: a complete set whose CRC32C matches becomes a c
 mismatch, conflicting fragments or a set still incomplete after ``max_age`` of stream time (or
 ``max_wall_age`` of wall-clock time in the open state, see :class:`Clock`) is quarantined with
 every raw payload; the rest stays open for the next run. A settled set leaves
-a small closed marker for ``max_age`` so that a redelivery of its main record or of a
-fragment is recognized as a duplicate. The open state is the only state carried between
+a small closed marker for ``max_age`` (its chunk ids and, for a reassembled set, the xxhash64
+of each fragment's data) so that a redelivery of its main record or of a fragment is
+recognized as a duplicate, and a fragment that contradicts the reassembled set (other data at
+an index, an index past its total) is quarantined. The open state is the only state carried between
 batches; it is read whole (it is small) and rewritten once per run.
 
 Everything is Spark expressions, the reassembly of each chunked set included (the rules of
@@ -53,7 +55,7 @@ SETTLED_SCHEMA = struct(
     "record_id STRING, outcome STRING, reason STRING, detail STRING, before_json STRING,"
     " after_json STRING, used ARRAY<STRUCT<record_id: STRING, batch_id: STRING>>,"
     " redelivered ARRAY<STRUCT<record_id: STRING, batch_id: STRING>>,"
-    " members ARRAY<STRUCT<record_id: STRING, batch_id: STRING>>"
+    " members ARRAY<STRUCT<record_id: STRING, batch_id: STRING>>, digests STRING"
 )
 _IMAGES = ("before", "after")
 # What a closed marker no longer keeps of its record.
@@ -164,7 +166,7 @@ def settle_sets(
     buffered: DataFrame, clock: Clock, max_set_bytes: int = MAX_SET_BYTES
 ) -> Settlement:
     """Settle every buffered chunked record (``STATE_SCHEMA`` rows) against its fragments
-    (a chunk id whose fragments hold more than ``max_set_bytes`` fails its set unread:
+    (a chunk id whose distinct fragments hold more than ``max_set_bytes`` fails its set unread:
     :func:`airflow_cdc.core.reassembly.assemble`).
 
     A chunk id names one record: the same record again (same commit, table, op and chunk
@@ -272,6 +274,32 @@ def settle_sets(
     )
     strays = _strays(ranked, settled, fragments.join(settled_ids, "record_id", "left_anti"))
     after_complete = strays.where(F.array_contains("states", "complete"))
+    # Against the set it was reassembled from: past its end, or other data at its index.
+    index = F.col("frag_index")
+    past = F.coalesce(index >= F.col("total"), F.lit(False))
+    other = F.coalesce(F.get("digest", index.cast("int")) != F.xxhash64("frag_data"), F.lit(False))
+    mismatched = after_complete.where(past | other)
+    after_complete = after_complete.where(~past & ~other)
+    quarantined.append(
+        mismatched.select(
+            "record_id",
+            "batch_id",
+            F.when(past, F.lit("fragment_out_of_range"))
+            .otherwise(F.lit("conflicting_fragments"))
+            .alias("reason"),
+            F.concat(
+                F.lit("chunk_id "),
+                F.col("chunk_id"),
+                F.lit(" index "),
+                index,
+                F.when(
+                    past, F.concat(F.lit(" >= total_fragments "), F.col("total"), F.lit(" of"))
+                ).otherwise(F.lit(" holds other data than the fragment of that index in")),
+                F.lit(" its set, reassembled before it arrived"),
+            ).alias("detail"),
+            "payload",
+        )
+    )
     expired = clock.expired().isNotNull()
     doomed = strays.where(
         F.array_contains("states", "failed") | (F.col("states").isNull() & expired)
@@ -317,6 +345,7 @@ def settle_sets(
             _members(complete, "used").select("record_id"),
             _members(complete, "redelivered").select("record_id"),
             after_complete.select("record_id"),
+            mismatched.select("record_id"),
             doomed.select("record_id"),
         ]
     )
@@ -330,12 +359,15 @@ def with_markers(state: DataFrame, finished: DataFrame) -> DataFrame:
     marker, as the run that settled it leaves it: a run that died after the ledger's commit,
     before the open state's, left the open rows, and its re-run must not drop the markers
     with them (a later redelivery of the set would wait, not be a duplicate). ``failed`` for
-    a set that failed, ``complete`` for one that became a change; none for a redelivered
-    record or a chunk id conflict, which leave none. The marker's ``closed_at`` is its
-    record's arrival: it lasts ``max_age`` from then, at most as long as the dead run's."""
+    a set that failed; none for a redelivered record or a chunk id conflict, which leave
+    none; ``complete`` for the rest, whose sets became changes (whatever then became of the
+    change: applied, superseded, or quarantined by the apply). Its ``closed_at`` is left
+    null, for the next settlement to stamp with its stream time (:func:`_next_state`), as
+    the dead run did with its own; it keeps no digests (:func:`_strays`)."""
     status, reason = F.col("status"), F.col("reason")
     marker = (
-        F.when(status == QUARANTINED, F.when(reason.isin(*SET_FAILURES), F.lit("failed")))
+        F.when((status == QUARANTINED) & reason.isin(*SET_FAILURES), F.lit("failed"))
+        .when((status == QUARANTINED) & (reason == CHUNK_ID_CONFLICT), F.lit(None))
         .when((status == DUPLICATE) & (reason == REDELIVERED_RECORD), F.lit(None))
         .otherwise(F.lit("complete"))
     )
@@ -349,7 +381,7 @@ def with_markers(state: DataFrame, finished: DataFrame) -> DataFrame:
     replaced = {
         **{name: F.lit(None) for name in _MARKER_DROPS},
         "state": F.col("_marker"),
-        "closed_at": F.col("arrival_ts"),
+        "closed_at": F.lit(None),
     }
     return joined.select(
         *[
@@ -384,9 +416,11 @@ def _next_state(
     )
     closed_now = (
         candidates.join(
-            settled.where(outcome != "waiting").select("record_id", "outcome"), "record_id"
+            settled.where(outcome != "waiting").select("record_id", "outcome", "digests"),
+            "record_id",
         )
         .withColumn("state", F.col("outcome"))
+        .withColumn("frag_data", F.col("digests"))
         .withColumn("closed_at", F.lit(clock.stream).cast("timestamp"))
     )
     recent = (
@@ -394,7 +428,10 @@ def _next_state(
         if clock.stream is None
         else F.coalesce(F.col("closed_at") >= F.lit(clock.stream - clock.max_age), F.lit(True))
     )
-    closed_before = ranked.where((F.col("state") != OPEN) & recent)
+    # A marker rebuilt after a crash (with_markers) takes this run's stream time.
+    closed_before = ranked.where((F.col("state") != OPEN) & recent).withColumn(
+        "closed_at", F.coalesce("closed_at", F.lit(clock.stream).cast("timestamp"))
+    )
     markers = union_all(
         [
             closed_now.select(*columns),
@@ -446,20 +483,6 @@ def _assemble_sets(
     sort_key = F.struct(
         F.col("frag_index").alias("i"), F.col("frag_data").alias("data"), "record_id", "batch_id"
     )
-    # A chunk id whose fragments hold more than ``max_bytes`` is never gathered into one
-    # row (it could outgrow what a row holds, and fail every retry): its set fails, with its
-    # deliveries' record ids as members.
-    heavy = (
-        fragments.groupBy("chunk_id")
-        .agg(F.sum(F.octet_length("frag_data")).alias("_bytes"))
-        .where(F.col("_bytes") > max_bytes)
-        .localCheckpoint()
-    )
-    by_chunk = (
-        fragments.join(F.broadcast(heavy), "chunk_id", "left_anti")
-        .groupBy("chunk_id")
-        .agg(F.array_sort(F.collect_list(sort_key)).alias("_deliveries"))
-    )
     deliveries = F.col("_deliveries")
 
     def follows_same_index(d: Column, k: Column) -> Column:
@@ -469,32 +492,43 @@ def _assemble_sets(
     def differs(d: Column, k: Column) -> Column:
         return follows_same_index(d, k) & (F.get(deliveries, k - 1)["data"] != d["data"])
 
-    per_chunk = by_chunk.select(
-        "chunk_id",
-        F.filter(
-            deliveries, lambda d, k: ~F.coalesce(follows_same_index(d, k), F.lit(False))
-        ).alias("_firsts"),
-        # Indexes only: a row carries each fragment's data as few times as it can.
-        F.transform(F.filter(deliveries, differs), lambda d: d["i"]).alias("_clashes"),
-        F.transform(
-            deliveries,
-            lambda d: F.struct(d["record_id"].alias("record_id"), d["batch_id"].alias("batch_id")),
-        ).alias("copies"),
-        F.lit(None).cast("bigint").alias("_bytes"),
+    # Each distinct fragment once: a delivery of the data at an index that an earlier one
+    # (by record id) brought is a copy, which the row names by its record id only. A chunk
+    # id whose distinct fragments hold more than ``max_bytes`` is never gathered into one row
+    # (it could outgrow what a row holds, and fail every retry): its set fails, with its
+    # deliveries as members. Both windows cluster by chunk id, as the grouping does: one
+    # shuffle of the fragments.
+    in_order = Window.partitionBy("chunk_id").orderBy("frag_index", "frag_data", "record_id")
+    copy = F.coalesce(
+        (F.lag("frag_index").over(in_order) == F.col("frag_index"))
+        & (F.lag("frag_data").over(in_order) == F.col("frag_data")),
+        F.lit(False),
     )
-    if not heavy.isEmpty():
-        per_chunk = per_chunk.unionByName(
-            fragments.join(F.broadcast(heavy), "chunk_id")
-            .groupBy("chunk_id", "_bytes")
-            .agg(F.collect_list(F.struct("record_id", "batch_id")).alias("copies"))
-            .select(
-                "chunk_id",
-                F.array().cast(_PIECES).alias("_firsts"),
-                F.array().cast("array<bigint>").alias("_clashes"),
-                "copies",
-                "_bytes",
-            )
+    marked = fragments.select("*", copy.alias("_copy")).withColumn(
+        "_bytes",
+        F.sum(F.when(~F.col("_copy"), F.octet_length("frag_data"))).over(
+            Window.partitionBy("chunk_id")
+        ),
+    )
+    gathered_here = ~F.col("_copy") & (F.col("_bytes") <= max_bytes)
+    per_chunk = (
+        marked.groupBy("chunk_id")
+        .agg(
+            F.array_sort(F.collect_list(F.when(gathered_here, sort_key))).alias("_deliveries"),
+            F.collect_list(F.struct("record_id", "batch_id")).alias("copies"),
+            F.max("_bytes").alias("_bytes"),
         )
+        .select(
+            "chunk_id",
+            F.filter(
+                deliveries, lambda d, k: ~F.coalesce(follows_same_index(d, k), F.lit(False))
+            ).alias("_firsts"),
+            # Indexes only: a row carries each fragment's data as few times as it can.
+            F.transform(F.filter(deliveries, differs), lambda d: d["i"]).alias("_clashes"),
+            "copies",
+            F.when(F.col("_bytes") > max_bytes, F.col("_bytes")).alias("_bytes"),
+        )
+    )
     total = F.col("total")
 
     inside = F.coalesce(F.filter("_firsts", lambda d: d["i"] < total), F.array().cast(_PIECES))
@@ -502,6 +536,7 @@ def _assemble_sets(
         images.join(per_chunk, "chunk_id", "left")
         .select(
             "record_id",
+            "chunk_id",
             "image_no",
             "image",
             "total",
@@ -556,7 +591,7 @@ def _assemble_sets(
             failure(
                 OVERSIZED,
                 F.concat(
-                    F.lit("the fragments of its chunk_id hold "),
+                    F.lit("the distinct fragments of its chunk_id hold "),
                     F.col("_bytes"),
                     F.lit(f" bytes of data, more than the {max_bytes} one set may gather"),
                 ),
@@ -621,6 +656,13 @@ def _assemble_sets(
             ),
         ).alias("missing"),
         F.when(complete, F.to_json(whole.at(wrapped, "$", IMAGE))).alias("json"),
+        F.when(
+            complete,
+            F.struct(
+                F.col("chunk_id").alias("key"),
+                F.transform(present, lambda p: F.xxhash64(p["data"])).alias("value"),
+            ),
+        ).alias("digest"),
         "used",
         "copies",
     )
@@ -635,6 +677,7 @@ def _assemble_sets(
         # Distinct: both images of a record may name one chunk id (its pieces twice).
         F.array_distinct(F.flatten(F.collect_list("used"))).alias("used"),
         F.array_distinct(F.flatten(F.collect_list("copies"))).alias("copies"),
+        F.array_distinct(F.collect_list("digest")).alias("_digests"),
     )
     main = F.struct("record_id", "batch_id")
     used = F.coalesce(F.col("used"), F.array().cast(_IDS))
@@ -684,6 +727,9 @@ def _assemble_sets(
             .otherwise(F.array().cast(_IDS))
             .alias("redelivered"),
             F.array_distinct(F.concat(F.array(main), copies)).alias("members"),
+            F.when(
+                is_complete & (F.size("_digests") > 0), F.to_json(F.map_from_entries("_digests"))
+            ).alias("digests"),
         )
     )
     return materialize(settled)
@@ -692,6 +738,8 @@ def _assemble_sets(
 _IDS = "ARRAY<STRUCT<record_id: STRING, batch_id: STRING>>"
 _PIECES = "ARRAY<STRUCT<i: BIGINT, data: STRING, record_id: STRING, batch_id: STRING>>"
 _MISSING = "ARRAY<STRUCT<image_no: INT, text: STRING>>"
+# A marker's digests: per chunk id, the xxhash64 of each fragment's data, by index.
+_DIGESTS = "MAP<STRING, ARRAY<BIGINT>>"
 
 
 def _crc32c_of(texts: pa.Array) -> pa.Array:
@@ -710,17 +758,48 @@ def _crc32c(text: Column) -> Column:
 
 def _strays(ranked: DataFrame, settled: DataFrame, fragments: DataFrame) -> DataFrame:
     """Open fragments that no open main record claims, with the states of their chunk's mains
-    after this run (``states`` is null when no main record names the chunk)."""
+    after this run (``states`` is null when no main record names the chunk), and, where a
+    marker of a reassembled set names the chunk, the set's ``total`` and the ``digest`` of
+    each fragment it was reassembled from (by index; null for a marker left before
+    apply_changes 2.8.17, or rebuilt after a crash)."""
     outcome_state = F.when(F.col("outcome") == "waiting", F.lit(OPEN)).otherwise(F.col("outcome"))
-    after = ranked.join(
-        settled.select("record_id", outcome_state.alias("new_state")), "record_id", "left"
-    ).select(
-        F.explode(F.array_compact(F.array("before_chunk_id", "after_chunk_id"))).alias("chunk_id"),
-        F.when(F.col("rank") > 1, F.lit("duplicate"))
-        .otherwise(F.coalesce("new_state", "state"))
-        .alias("state"),
+    marked = F.from_json(F.col("frag_data"), _DIGESTS)
+    after = (
+        ranked.join(
+            settled.select("record_id", outcome_state.alias("new_state")), "record_id", "left"
+        )
+        .select(
+            F.explode(
+                F.filter(
+                    F.array(
+                        *(
+                            F.struct(
+                                F.col(f"{name}_chunk_id").alias("chunk_id"),
+                                F.col(f"{name}_total").alias("total"),
+                            )
+                            for name in _IMAGES
+                        )
+                    ),
+                    lambda c: c["chunk_id"].isNotNull(),
+                )
+            ).alias("c"),
+            F.when(F.col("rank") > 1, F.lit("duplicate"))
+            .otherwise(F.coalesce("new_state", "state"))
+            .alias("state"),
+            F.when(F.col("state") == "complete", marked).alias("_digests"),
+        )
+        .select(
+            "c.chunk_id",
+            "state",
+            F.when(F.col("state") == "complete", F.col("c.total")).alias("total"),
+            F.col("_digests")[F.col("c.chunk_id")].alias("digest"),
+        )
     )
-    chunk_states = after.groupBy("chunk_id").agg(F.collect_set("state").alias("states"))
+    chunk_states = after.groupBy("chunk_id").agg(
+        F.collect_set("state").alias("states"),
+        F.max("total").alias("total"),
+        F.first("digest", ignorenulls=True).alias("digest"),
+    )
     return (
         fragments.join(chunk_states, "chunk_id", "left")
         .where(~F.coalesce(F.array_contains("states", OPEN), F.lit(False)))

@@ -18,8 +18,14 @@ def start(job: str, version: str, args: argparse.Namespace) -> JobContext:
     spark = get_session(f"airflow-cdc-{job}")
     configure_object_storage(spark)
     fit_to_size(spark, None)  # Spark's defaults until the job knows its size
+    source = getattr(args, "source", None)
     set_commit_metadata(
-        spark, job=job, job_version=version, airflow_run_id=args.run_id, batch_id=args.batch_id
+        spark,
+        job=job,
+        job_version=version,
+        airflow_run_id=args.run_id,
+        batch_id=args.batch_id,
+        **({"source": source} if isinstance(source, str) else {}),
     )
     if args.stats_file:  # the application, for the task's link, even if the run fails
         write_file(spark, args.stats_file, json.dumps(application(spark)))

@@ -53,8 +53,8 @@ OVERSIZED = "oversized_fragment_set"
 def oversized_detail(delivered: int, max_bytes: int) -> str:
     """The quarantine detail of a set whose fragments hold ``delivered`` bytes."""
     return (
-        f"the fragments of its chunk_id hold {delivered} bytes of data, more than the"
-        f" {max_bytes} one set may gather"
+        f"the distinct fragments of its chunk_id hold {delivered} bytes of data, more than"
+        f" the {max_bytes} one set may gather"
     )
 
 
@@ -64,8 +64,9 @@ def assemble(
     """Reassemble the image that ``ref`` describes from whatever fragments have arrived.
 
     Fragments of other chunk ids are ignored. Duplicates of a fragment are dropped. The
-    outcome does not depend on the order the fragments arrived in: fragments whose data,
-    every delivery counted, is more than ``max_bytes`` UTF-8 bytes fail the set first
+    outcome does not depend on the order the fragments arrived in: fragments whose distinct
+    data (a redelivery of a fragment counted once) is more than ``max_bytes`` UTF-8 bytes
+    fail the set first
     (:data:`~airflow_cdc.core.formats.common.MAX_SET_BYTES`), then a fragment whose index is
     past the set (the smallest such index is named), then two fragments with
     the same index but different data (the smallest such index); then the set is
@@ -74,7 +75,8 @@ def assemble(
     digits, RFC 8259 text only, number literals within the limits).
     """
     mine = [f for f in fragments if f.chunk_id == ref.chunk_id]
-    delivered = sum(len(f.data.encode("utf-8", "surrogatepass")) for f in mine)
+    distinct = {(f.index, f.data) for f in mine}
+    delivered = sum(len(data.encode("utf-8", "surrogatepass")) for _, data in distinct)
     if delivered > max_bytes:
         return Assembly(FAILED, reason=OVERSIZED, detail=oversized_detail(delivered, max_bytes))
     past = [f.index for f in mine if f.index >= ref.total_fragments]

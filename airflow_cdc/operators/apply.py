@@ -78,10 +78,10 @@ class ApplyChangesOperator(SparkJobOperator):
         always get it.
     :param max_fragments_per_image: A chunked record whose image has more fragments is a bad
         record (quarantined); default 10,000, at most 1,000,000.
-    :param max_bytes_per_fragment_set: A fragment set whose chunk id's fragments hold more
-        data (UTF-8 bytes, every delivery counted) is quarantined unread
-        (``oversized_fragment_set``); default 256 MiB, twice the largest image Spark reads
-        back, at most 1 GiB.
+    :param max_bytes_per_fragment_set: A fragment set whose chunk id's distinct fragments
+        hold more data (UTF-8 bytes; a redelivered fragment counts once) is quarantined
+        unread (``oversized_fragment_set``); default and most 256 MiB, twice the largest
+        image Spark reads back.
     :param max_number_length: A record holding a JSON number literal of more characters is a
         bad record (quarantined); default and most 1,000, the longest Spark's JSON reader
         reads. Applies to the formats parsed by the core (all but ``dsql``, whose records

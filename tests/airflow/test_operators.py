@@ -145,7 +145,7 @@ def test_apply_changes_arguments() -> None:
     for bad, message in (
         ({"max_number_length": 1001}, "characters per number must be 1 to 1,000"),
         ({"max_fragments_per_image": 10**7}, "fragments per image must be 1 to 1,000,000"),
-        ({"max_bytes_per_fragment_set": 2**31}, "max_bytes_per_fragment_set must be at most"),
+        ({"max_bytes_per_fragment_set": 2**28 + 1}, "max_bytes_per_fragment_set must be at most"),
         ({"max_bytes_per_fragment_set": 0}, "whole number"),
     ):
         with pytest.raises(ValueError, match=message):

@@ -135,15 +135,17 @@ def test_the_outcome_does_not_depend_on_arrival_order() -> None:
     }
 
 
-def test_a_set_past_the_byte_bound_fails_every_delivery_counted() -> None:
+def test_a_set_past_the_byte_bound_fails_a_redelivery_counted_once() -> None:
     ref, fragments = _set()
     size = len(TEXT.encode("utf-8"))  # the set's data, each fragment once
-    assert assemble(ref, fragments, max_bytes=size).status == COMPLETE
-    # One redelivery more, or a stranger's fragment under the chunk id, passes the bound.
-    result = assemble(ref, [*fragments, fragments[0]], max_bytes=size)
-    grown = size + len(fragments[0].data.encode("utf-8"))
+    # Redelivered fragments count once: within the bound.
+    assert assemble(ref, [*fragments, *fragments], max_bytes=size).status == COMPLETE
+    # Other data at an index is more data: past the bound, which is checked first.
+    other = Fragment(ref.chunk_id, 0, "z")
+    result = assemble(ref, [*fragments, other], max_bytes=size)
     assert (result.status, result.reason) == (FAILED, "oversized_fragment_set")
-    assert result.detail.startswith(f"the fragments of its chunk_id hold {grown} bytes")
+    assert result.detail.startswith(f"the distinct fragments of its chunk_id hold {size + 1} bytes")
+    assert assemble(ref, [*fragments, other], max_bytes=size + 1).reason == "conflicting_fragments"
     # Fragments of other chunk ids count for nothing.
     stranger = Fragment("chunk-2", 0, "x" * size)
     assert assemble(ref, [stranger, *fragments], max_bytes=size).status == COMPLETE

@@ -236,8 +236,9 @@ def test_a_set_s_marker_outlives_a_run_killed_before_its_open_state_commit(
     its batch), or the open state still holds their open rows (they arrived in an earlier
     batch). Its re-run leaves the markers the dead run would have left, so that A's
     redelivery in the next batch is a duplicate (it waited, and was quarantined once its
-    age ran out), and a fragment of C, which failed its CRC32C, is quarantined with its
-    set's failure."""
+    age ran out), as is D's, whose set was reassembled and its change quarantined (its
+    table is not declared), and a fragment of C, which failed its CRC32C, is quarantined
+    with its set's failure."""
     from spark_jobs import apply_changes
     from tests.spark.test_crash_recovery import crash_in_process
 
@@ -246,11 +247,15 @@ def test_a_set_s_marker_outlives_a_run_killed_before_its_open_state_commit(
     record_a["chunked"]["after"]["crc32c"] = str(crc32c.crc32c("".join(pieces).encode()))
     record_a = json.dumps(record_a)
     record_c = chunked(BASE_NS + 3, "c")  # its CRC32C ("1") is wrong: the set fails
+    record_d = json.loads(record_a.replace('"a"', '"d"'))
+    record_d["source"]["table"] = "undeclared"
+    record_d = json.dumps(record_d)
     sets = [record_a, fragment("a", 0, pieces[0]), record_c, fragment("c", 0, pieces[0])]
-    rest = [fragment("a", 1, pieces[1]), fragment("c", 1, pieces[1])]
+    sets += [record_d, fragment("d", 0, pieces[0])]
+    rest = [fragment(chunk, 1, pieces[1]) for chunk in "acd"]
     warehouse = str(tmp_path / "warehouse")
     batches = [[*sets, *rest]] if not across else [sets, rest]
-    batches.append([record_a, fragment("c", 0, pieces[0])])  # the redeliveries
+    batches.append([record_a, record_d, fragment("c", 0, pieces[0])])  # the redeliveries
     names = [f"b{n}" for n in range(1, len(batches) + 1)]
     for name, lines in zip(names, batches, strict=True):
         write_ndjson(lines, str(tmp_path / name), files=1)
@@ -269,7 +274,7 @@ def test_a_set_s_marker_outlives_a_run_killed_before_its_open_state_commit(
         process(warehouse, name, ddl=DDL, max_pending_age=0.5)
     land_dump(warehouse, str(tmp_path / redelivery), redelivery)
     last = process(warehouse, redelivery, ddl=DDL, max_pending_age=0.5)["apply"]["accounting"]
-    assert (last["duplicate"], last["quarantined"], last["pending"]) == (1, 1, 0)
+    assert (last["duplicate"], last["quarantined"], last["pending"]) == (2, 1, 0)
     [late] = (
         spark.read.format("delta")
         .load(f"{warehouse}/_cdc/quarantine")
@@ -277,5 +282,42 @@ def test_a_set_s_marker_outlives_a_run_killed_before_its_open_state_commit(
         .collect()
     )
     assert late["reason"] == "fragment_of_failed_set"
+    table = spark.read.format("delta").load(f"{warehouse}/public/accounts")
+    assert [(r["id"], r["name"]) for r in table.collect()] == [(1, "a")]
+
+
+def test_a_fragment_that_differs_from_its_reassembled_set_is_quarantined(
+    spark: Any, tmp_path: Path
+) -> None:
+    """After set A was reassembled (batch 1), batch 2 brings its fragments again: the same
+    data at an index is a redelivery (a duplicate); other data at an index, or an index past
+    the set's total, contradicts the set the table holds, and is quarantined with its
+    payload, as in the set's own batch, not counted as a redelivery."""
+    pieces = ['{"id": 1, ', '"name": "a"}']
+    record_a = json.loads(chunked(BASE_NS + 1, "a"))
+    record_a["chunked"]["after"]["crc32c"] = str(crc32c.crc32c("".join(pieces).encode()))
+    warehouse = str(tmp_path / "warehouse")
+    first = [json.dumps(record_a), *(fragment("a", i, p) for i, p in enumerate(pieces))]
+    write_ndjson(first, str(tmp_path / "d1"), files=1)
+    land_dump(warehouse, str(tmp_path / "d1"), "b1")
+    assert process(warehouse, "b1", ddl=DDL)["apply"]["accounting"]["applied"] == 3
+    again = [fragment("a", 0, pieces[0]), fragment("a", 1, '"name": "z"}'), fragment("a", 2, "x")]
+    write_ndjson(again, str(tmp_path / "d2"), files=1)
+    land_dump(warehouse, str(tmp_path / "d2"), "b2")
+    two = process(warehouse, "b2", ddl=DDL)["apply"]["accounting"]
+    assert (two["duplicate"], two["quarantined"], two["pending"]) == (1, 2, 0)
+    quarantine = spark.read.format("delta").load(f"{warehouse}/_cdc/quarantine").collect()
+    assert sorted((r["reason"], r["detail"]) for r in quarantine) == [
+        (
+            "conflicting_fragments",
+            "chunk_id a index 1 holds other data than the fragment of that index in its set,"
+            " reassembled before it arrived",
+        ),
+        (
+            "fragment_out_of_range",
+            "chunk_id a index 2 >= total_fragments 2 of its set, reassembled before it arrived",
+        ),
+    ]
+    assert all(r["payload"] for r in quarantine)
     table = spark.read.format("delta").load(f"{warehouse}/public/accounts")
     assert [(r["id"], r["name"]) for r in table.collect()] == [(1, "a")]

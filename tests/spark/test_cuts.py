@@ -412,7 +412,7 @@ def test_a_change_without_a_commit_time_waits_behind_the_held_changes_of_its_par
         F.lit("items").alias("table"),
         F.parse_json("key_json").alias("key"),
     )
-    cut = Cut(at(1, 0), at(0, 0), at(1, 0), heuristic=True, published=None)
+    cut = Cut(at(1, 0), at(0, 0), at(1, 0), heuristic=True, published=None, fresh=True)
     ready, held = split(changes, cut)
     assert sorted(r[0] for r in ready.select("record_id").collect()) == [
         *("a", "c", "e", "f", "g", "h", "i", "k"),
@@ -421,6 +421,10 @@ def test_a_change_without_a_commit_time_waits_behind_the_held_changes_of_its_par
     # A version below the published cut is no new one (earlier batches' versions lie below).
     later = Cut(at(1, 0), at(0, 0), at(1, 0), heuristic=True, published=at(0, 35))
     ready, _ = split(changes, later)
+    assert "g" not in {r[0] for r in ready.select("record_id").collect()}
+    # Nor is any version new before the first cut, after batches applied without one.
+    first = Cut(at(1, 0), at(0, 0), at(1, 0), heuristic=True, published=None)
+    ready, _ = split(changes, first)
     assert "g" not in {r[0] for r in ready.select("record_id").collect()}
     behind = Cut(at(1, 0), at(0, 0), at(1, 0), heuristic=True, published=at(2, 0))
     nothing, everything = split(changes, behind)

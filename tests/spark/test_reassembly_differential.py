@@ -294,13 +294,15 @@ def test_the_jvm_reassembly_settles_every_set_as_the_core_does(spark: Any) -> No
 
 
 def test_a_chunk_id_past_the_byte_bound_fails_its_set_as_the_core_does(spark: Any) -> None:
-    """Sets whose chunk id gathered more fragment data than the bound (every delivery
-    counted) fail unread, naming the bytes, with every delivery a member; the rest settle as
-    before."""
+    """Sets whose chunk id gathered more distinct fragment data than the bound fail unread,
+    naming the bytes, with every delivery a member; the rest settle as before."""
     rng = random.Random(20261202)
     cases = [case(rng, number) for number in range(60)]
     delivered = sorted(
-        sum(len(f["frag_data"].encode("utf-8", "surrogatepass")) for f in c.fragments)
+        sum(
+            len(data.encode("utf-8", "surrogatepass"))
+            for _, data in {(f["frag_index"], f["frag_data"]) for f in c.fragments}
+        )
         for c in cases
     )
     bound = delivered[len(delivered) // 2]

@@ -20,13 +20,14 @@ from airflow_cdc.core.ordering import sequence_key
 # less than this many of them; a larger count is a bad record, and buffering for it would hold
 # every later fragment of its chunk_id until the set expires.
 MAX_FRAGMENTS = 10_000
-# The most fragment data (UTF-8 bytes, every delivery counted) one chunk_id may gather: a
-# set is reassembled in one row of one task, and an image Spark can read back holds at most
-# 128 MiB (a VARIANT's bound), so past twice that no set can succeed, and gathering it could
-# fail every retry of the job. Such a set fails as ``oversized_fragment_set``.
+# The most distinct fragment data (UTF-8 bytes; a redelivered fragment counts once) one
+# chunk_id may gather: a set is reassembled in one row of one task, which holds its data a
+# few times over, and an image Spark can read back holds at most 128 MiB (a VARIANT's
+# bound), so a set past this can never succeed, and gathering it could fail every retry of
+# the job. Such a set fails as ``oversized_fragment_set``. It is also the most it may be set
+# to: lower, never higher.
 MAX_SET_BYTES = 256 * 2**20
-# The widest setting of MAX_SET_BYTES: half of what one Spark row may hold.
-SET_BYTES_CEILING = 2**30
+SET_BYTES_CEILING = MAX_SET_BYTES
 # The longest JSON number literal (characters: digits, sign, point, exponent): Spark's JSON
 # reader (Jackson's ``StreamReadConstraints.maxNumberLength``) reads no longer one, and a
 # record whose image Spark cannot read back would lose the image.
