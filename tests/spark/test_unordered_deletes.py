@@ -5,6 +5,7 @@ and deletes as messages with the key and a null value, which carry no timestamp.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from pathlib import Path
 from typing import Any
@@ -87,30 +88,36 @@ def resolved(offset: int, at: int) -> str:
     return json.dumps({"topic": "items", "key": None, "value": json.dumps(value), "offset": offset})
 
 
+SECOND = 1_000_000_000  # the feed's timestamps are nanoseconds
+START = dt.datetime.fromtimestamp(WALL // SECOND, dt.UTC)
+
+
+def cut_batch(tmp_path: Path, name: str, lines: list[str], end_s: int) -> dict[str, Any]:
+    """Append ``lines`` to the partition's dump, land them as batch ``name`` and apply it
+    with a cut at ``end_s`` seconds past the feed's start; the apply's stats."""
+    dump, warehouse = tmp_path / "dump", str(tmp_path / "warehouse")
+    dump.mkdir(exist_ok=True)
+    with (dump / "p0.ndjson").open("a", encoding="utf-8") as handle:
+        handle.write("\n".join(lines) + "\n")
+    land_dump(warehouse, str(dump), name, layout="kafka", fmt="cockroachdb")
+    options = ("--cut-at", (START + dt.timedelta(seconds=end_s)).isoformat())
+    stats = process(warehouse, name, ddl=DDL, fmt="cockroachdb", options=options)["apply"]
+    accounting = stats["accounting"]
+    assert accounting["unprocessed"] == 0
+    assert accounting["landed"] == sum(accounting[s] for s in STATUSES)
+    return stats
+
+
 def test_a_delete_without_timestamp_under_consistent_cuts(spark: Any, tmp_path: Path) -> None:
     """The delete follows the upsert of an earlier batch, which a published cut already
     holds: it is not late (it has no commit time to be late with), so it deletes the row
     rather than being quarantined as ``below_published_cut``; its tombstone takes the time
     of the upsert it follows (maintenance keeps it for the retention past that time, not
     past 1970); and a redelivery of that upsert at a later offset stays older than it."""
-    import datetime as dt
-
-    second = 1_000_000_000
-    dump = tmp_path / "dump"
-    dump.mkdir()
-    warehouse = str(tmp_path / "warehouse")
-    wall = dt.datetime.fromtimestamp(WALL // second, dt.UTC)
+    second, wall, warehouse = SECOND, START, str(tmp_path / "warehouse")
 
     def batch(name: str, lines: list[str], end_s: int) -> dict[str, Any]:
-        with (dump / "p0.ndjson").open("a", encoding="utf-8") as handle:
-            handle.write("\n".join(lines) + "\n")
-        land_dump(warehouse, str(dump), name, layout="kafka", fmt="cockroachdb")
-        end = (wall + dt.timedelta(seconds=end_s)).isoformat()
-        options = ("--cut-at", end)
-        stats = process(warehouse, name, ddl=DDL, fmt="cockroachdb", options=options)["apply"]
-        accounting = stats["accounting"]
-        assert accounting["landed"] == sum(accounting[s] for s in STATUSES)
-        return stats
+        return cut_batch(tmp_path, name, lines, end_s)
 
     one = batch("b1", [upsert(1, "one", 0, at=10 * second), resolved(1, 50 * second)], 100)
     assert one["cut"]["published"]["cut_at"] == (wall + dt.timedelta(seconds=50)).isoformat()
@@ -158,25 +165,10 @@ def test_a_delete_without_timestamp_behind_a_held_change_keeps_its_place_under_a
     was committed before it, so the cut takes both, in offset order, and the row lives
     (held, the delete was released after the upsert was applied, and placed after it). A
     redelivery of the version the delete follows proves nothing: that delete waits."""
-    import datetime as dt
-
-    second = 1_000_000_000
-    dump = tmp_path / "dump"
-    dump.mkdir()
-    warehouse = str(tmp_path / "warehouse")
-    wall = dt.datetime.fromtimestamp(WALL // second, dt.UTC)
+    second, wall, warehouse = SECOND, START, str(tmp_path / "warehouse")
 
     def batch(name: str, lines: list[str], end_s: int) -> dict[str, Any]:
-        with (dump / "p0.ndjson").open("a", encoding="utf-8") as handle:
-            handle.write("\n".join(lines) + "\n")
-        land_dump(warehouse, str(dump), name, layout="kafka", fmt="cockroachdb")
-        end = (wall + dt.timedelta(seconds=end_s)).isoformat()
-        options = ("--cut-at", end)
-        stats = process(warehouse, name, ddl=DDL, fmt="cockroachdb", options=options)["apply"]
-        accounting = stats["accounting"]
-        assert accounting["unprocessed"] == 0
-        assert accounting["landed"] == sum(accounting[s] for s in STATUSES)
-        return stats
+        return cut_batch(tmp_path, name, lines, end_s)
 
     first = [
         upsert(1, "one", 0, at=10 * second),
