@@ -165,14 +165,7 @@ def unfinished_batches(ctx: JobContext, source: str, since: str | None) -> list[
     ledger only when the raw table has files of such batches (usually it has none: the
     previous batch published the newest cut)."""
     wh = ctx.warehouse
-    between = (
-        (F.col("source") == source) & (F.col("batch_id") < ctx.batch_id) & (F.col("kind") == RECORD)
-    )
-    if since is not None:
-        between = between & (F.col("batch_id") > since)
-    records = (
-        ctx.spark.read.format("delta").load(wh.raw).where(between).select("record_id", "batch_id")
-    )
+    records = earlier_records(ctx, source, since).select("record_id", "batch_id")
     if not records.inputFiles():  # the files left after Delta's partition pruning
         return []
     if DeltaTable.isDeltaTable(ctx.spark, wh.ledger):
@@ -216,13 +209,21 @@ def decide(
     )
 
 
-def landed_before(ctx: JobContext, source: str) -> bool:
-    """Whether a batch of ``source`` before this one landed records (Delta's partition
-    pruning: the raw table's files of those batches, no data read)."""
-    earlier = (
+def earlier_records(ctx: JobContext, source: str, since: str | None = None) -> DataFrame:
+    """The raw records of ``source`` landed in batches before this one (and after ``since``,
+    where given): partitions of the raw table, which Delta prunes to their files."""
+    between = (
         (F.col("source") == source) & (F.col("batch_id") < ctx.batch_id) & (F.col("kind") == RECORD)
     )
-    return bool(ctx.spark.read.format("delta").load(ctx.warehouse.raw).where(earlier).inputFiles())
+    if since is not None:
+        between = between & (F.col("batch_id") > since)
+    return ctx.spark.read.format("delta").load(ctx.warehouse.raw).where(between)
+
+
+def landed_before(ctx: JobContext, source: str) -> bool:
+    """Whether a batch of ``source`` before this one landed records (the files left after
+    Delta's partition pruning, no data read)."""
+    return bool(earlier_records(ctx, source).inputFiles())
 
 
 def newest_published(ctx: JobContext, source: str) -> tuple[dt.datetime | None, str | None]:

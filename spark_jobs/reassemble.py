@@ -378,17 +378,37 @@ def with_markers(state: DataFrame, finished: DataFrame) -> DataFrame:
     )
     joined = state.join(markers, "record_id", "left")
     closes = (F.col("state") == OPEN) & (F.col("rtype") == "chunked") & F.col("_marker").isNotNull()
-    replaced = {
-        **{name: F.lit(None) for name in _MARKER_DROPS},
-        "state": F.col("_marker"),
-        "closed_at": F.lit(None),
-    }
+    replaced = _marker_values(F.col("_marker"), F.lit(None), F.lit(None))
     return joined.select(
         *[
             F.when(closes, replaced[f.name].cast(f.dataType)).otherwise(F.col(f.name)).alias(f.name)
             if f.name in replaced
             else F.col(f.name)
             for f in state.schema.fields
+        ]
+    )
+
+
+def _marker_values(state: Column, closed_at: Column, digests: Column) -> dict[str, Column]:
+    """What a closed marker holds in place of its main record's values: its ``state`` (the
+    set's outcome), when it closed, the digests of a reassembled set's fragments (in
+    ``frag_data``, unused by a main record) and none of the record's payload or images."""
+    return {
+        **{name: F.lit(None) for name in _MARKER_DROPS},
+        "state": state,
+        "closed_at": closed_at,
+        "frag_data": digests,
+    }
+
+
+def _as_markers(mains: DataFrame, state: Column, closed_at: Column, digests: Column) -> DataFrame:
+    """``mains`` (main records' state rows) as closed markers (:func:`_marker_values`), in
+    ``STATE_SCHEMA``."""
+    values = _marker_values(state, closed_at, digests)
+    return mains.select(
+        *[
+            values[f.name].cast(f.dataType).alias(f.name) if f.name in values else F.col(f.name)
+            for f in STATE_SCHEMA.fields
         ]
     )
 
@@ -414,14 +434,15 @@ def _next_state(
     waiting = candidates.join(
         settled.where(outcome == "waiting").select("record_id"), "record_id", "left_semi"
     )
-    closed_now = (
+    stream = F.lit(clock.stream).cast("timestamp")
+    closed_now = _as_markers(
         candidates.join(
             settled.where(outcome != "waiting").select("record_id", "outcome", "digests"),
             "record_id",
-        )
-        .withColumn("state", F.col("outcome"))
-        .withColumn("frag_data", F.col("digests"))
-        .withColumn("closed_at", F.lit(clock.stream).cast("timestamp"))
+        ),
+        F.col("outcome"),
+        stream,
+        F.col("digests"),
     )
     recent = (
         F.lit(True)
@@ -429,22 +450,13 @@ def _next_state(
         else F.coalesce(F.col("closed_at") >= F.lit(clock.stream - clock.max_age), F.lit(True))
     )
     # A marker rebuilt after a crash (with_markers) takes this run's stream time.
-    closed_before = ranked.where((F.col("state") != OPEN) & recent).withColumn(
-        "closed_at", F.coalesce("closed_at", F.lit(clock.stream).cast("timestamp"))
+    closed_before = _as_markers(
+        ranked.where((F.col("state") != OPEN) & recent),
+        F.col("state"),
+        F.coalesce("closed_at", stream),
+        F.col("frag_data"),
     )
-    markers = union_all(
-        [
-            closed_now.select(*columns),
-            closed_before.select(*columns),
-        ]
-    ).select(
-        *[
-            F.lit(None).cast(field.dataType).alias(field.name)
-            if field.name in _MARKER_DROPS
-            else F.col(field.name)
-            for field in STATE_SCHEMA.fields
-        ]
-    )
+    markers = closed_now.unionByName(closed_before)
     still_open = fragments.join(leaving, "record_id", "left_anti")
     return union_all([waiting.select(*columns), markers, still_open.select(*columns)])
 

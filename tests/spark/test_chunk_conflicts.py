@@ -56,6 +56,15 @@ def chunked(ts_ns: int, chunk_id: str, before_chunk_id: str | None = None) -> st
     )
 
 
+def chunked_set(ts_ns: int, chunk_id: str, pieces: list[str]) -> str:
+    """A chunked change whose after image is ``pieces`` in that many fragments, with their
+    CRC32C: a set that reassembles."""
+    record = json.loads(chunked(ts_ns, chunk_id))
+    crc = str(crc32c.crc32c("".join(pieces).encode()))
+    record["chunked"]["after"].update(total_fragments=len(pieces), crc32c=crc)
+    return json.dumps(record)
+
+
 def fragment(chunk_id: str, index: int, data: str) -> str:
     return json.dumps({"type": "fragment", "chunk_id": chunk_id, "index": index, "data": data})
 
@@ -134,9 +143,8 @@ def test_a_held_chunked_change_quarantined_later_keeps_its_payloads(
     marker of the settled record has no payload of its own)."""
     hour = 3_600_000_000_000
     pieces = ['{"id": "one", ', '"name": "x"}']  # an id that is no BIGINT
-    bad = json.loads(chunked(BASE_NS + hour, "held"))
-    bad["chunked"]["after"]["crc32c"] = str(crc32c.crc32c("".join(pieces).encode()))
-    deliveries = [json.dumps(bad), *(fragment("held", i, p) for i, p in enumerate(pieces))]
+    bad = chunked_set(BASE_NS + hour, "held", pieces)
+    deliveries = [bad, *(fragment("held", i, p) for i, p in enumerate(pieces))]
     write_ndjson(deliveries, str(tmp_path / "d1"), files=1)
     warehouse = str(tmp_path / "warehouse")
     land_dump(warehouse, str(tmp_path / "d1"), "b1")
@@ -172,16 +180,12 @@ def test_a_set_s_redelivery_in_a_later_batch_is_a_duplicate_beside_a_waiting_set
     redelivery is a duplicate (it waited, and was quarantined once its age ran out, when
     the marker went with B's open rows)."""
     pieces = ['{"id": 1, ', '"name": "a"}']
-    record_a = json.loads(chunked(BASE_NS + 1, "a"))
-    record_a["chunked"]["after"]["crc32c"] = str(crc32c.crc32c("".join(pieces).encode()))
-    record_a = json.dumps(record_a)
-    record_b = json.loads(chunked(BASE_NS + 2, "b"))
+    record_a = chunked_set(BASE_NS + 1, "a", pieces)
     b_pieces = ['{"id": 2, ', '"name": "b"}']
-    record_b["chunked"]["after"]["crc32c"] = str(crc32c.crc32c("".join(b_pieces).encode()))
     first = [
         record_a,
         *(fragment("a", i, p) for i, p in enumerate(pieces)),
-        json.dumps(record_b),
+        chunked_set(BASE_NS + 2, "b", b_pieces),
         fragment("b", 0, b_pieces[0]),
     ]
     warehouse = str(tmp_path / "warehouse")
@@ -205,12 +209,10 @@ def test_a_chunk_id_past_the_byte_bound_is_quarantined_unread(spark: Any, tmp_pa
     small = ['{"id": 2, ', '"name": "b"}']
     records = []
     for ts, chunk_id, pieces in ((BASE_NS + 1, "big", big), (BASE_NS + 2, "small", small)):
-        record = json.loads(chunked(ts, chunk_id))
-        after = record["chunked"]["after"]
-        after.update(
-            total_fragments=len(pieces), crc32c=str(crc32c.crc32c("".join(pieces).encode()))
-        )
-        records += [json.dumps(record), *(fragment(chunk_id, i, p) for i, p in enumerate(pieces))]
+        records += [
+            chunked_set(ts, chunk_id, pieces),
+            *(fragment(chunk_id, i, p) for i, p in enumerate(pieces)),
+        ]
     warehouse = str(tmp_path / "warehouse")
     write_ndjson(records, str(tmp_path / "d1"), files=1)
     land_dump(warehouse, str(tmp_path / "d1"), "b1")
@@ -243,9 +245,7 @@ def test_a_set_s_marker_outlives_a_run_killed_before_its_open_state_commit(
     from tests.spark.test_crash_recovery import crash_in_process
 
     pieces = ['{"id": 1, ', '"name": "a"}']
-    record_a = json.loads(chunked(BASE_NS + 1, "a"))
-    record_a["chunked"]["after"]["crc32c"] = str(crc32c.crc32c("".join(pieces).encode()))
-    record_a = json.dumps(record_a)
+    record_a = chunked_set(BASE_NS + 1, "a", pieces)
     record_c = chunked(BASE_NS + 3, "c")  # its CRC32C ("1") is wrong: the set fails
     record_d = json.loads(record_a.replace('"a"', '"d"'))
     record_d["source"]["table"] = "undeclared"
@@ -294,10 +294,9 @@ def test_a_fragment_that_differs_from_its_reassembled_set_is_quarantined(
     the set's total, contradicts the set the table holds, and is quarantined with its
     payload, as in the set's own batch, not counted as a redelivery."""
     pieces = ['{"id": 1, ', '"name": "a"}']
-    record_a = json.loads(chunked(BASE_NS + 1, "a"))
-    record_a["chunked"]["after"]["crc32c"] = str(crc32c.crc32c("".join(pieces).encode()))
+    record_a = chunked_set(BASE_NS + 1, "a", pieces)
     warehouse = str(tmp_path / "warehouse")
-    first = [json.dumps(record_a), *(fragment("a", i, p) for i, p in enumerate(pieces))]
+    first = [record_a, *(fragment("a", i, p) for i, p in enumerate(pieces))]
     write_ndjson(first, str(tmp_path / "d1"), files=1)
     land_dump(warehouse, str(tmp_path / "d1"), "b1")
     assert process(warehouse, "b1", ddl=DDL)["apply"]["accounting"]["applied"] == 3
