@@ -1,7 +1,11 @@
 """Land every shard of a Kinesis data stream into the raw Delta table.
 
 Each open shard is read from its checkpoint to the tip in its own Spark task with boto3;
-closed parent shards are read to their end before their children start (resharding).
+closed parent shards are read to their end before their children start (resharding). A
+shard the last run left open that the stream no longer lists has expired: resharding closed
+it and its retention removed it, with whatever it held after the checkpoint. It lands as one
+record (:func:`expired_shard_row`) that the apply quarantines as ``expired_before_landing``,
+and its checkpoint closes, so that it no longer holds the resolved timestamp.
 Credentials: keys that the task puts in the driver's environment (``AWS_ACCESS_KEY_ID``,
 ``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``; never the command line) travel to the
 executors inside the shard readers, since on a cluster an executor's environment is not the
@@ -15,6 +19,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from airflow_cdc.core.events import EXPIRED_PREFIX
 from airflow_cdc.core.ordering import kinesis_sequence_key
 from airflow_cdc.jobs import MILLIS_BEHIND
 from spark_jobs.arguments import base_parser, landed_source, source_name
@@ -29,7 +34,7 @@ from spark_jobs.landing import (
 from spark_jobs.runs import start, write_stats
 
 JOB_NAME = "land_kinesis"
-JOB_VERSION = "1.1.3"
+JOB_VERSION = "1.1.4"
 
 
 class Credentials:
@@ -83,6 +88,9 @@ class KinesisShardReader:
     :param page_size: Records per GetRecords call. Must be between 1 and 10,000.
     :param credentials: The driver's credentials, for the executors' clients (``None``: each
         client's own credential chain).
+    :param source: The landed source, named by the record of an expired shard.
+    :param expired: Shards of the checkpoints that the stream no longer lists
+        (:func:`expired_shards`): their tasks read nothing, and close them.
     """
 
     def __init__(
@@ -93,6 +101,8 @@ class KinesisShardReader:
         max_records: int,
         page_size: int = 1000,
         credentials: Credentials | None = None,
+        source: str | None = None,
+        expired: frozenset[str] = frozenset(),
     ) -> None:
         if not 1 <= page_size <= 10_000:
             raise ValueError(f"page_size must be between 1 and 10,000, got {page_size!r}")
@@ -102,6 +112,8 @@ class KinesisShardReader:
         self.max_records = max_records
         self.page_size = page_size
         self.credentials = credentials
+        self.source = source or stream
+        self.expired = expired
 
     def client(self) -> Any:
         import boto3
@@ -117,6 +129,12 @@ class KinesisShardReader:
         )
 
     def __call__(self, task: ShardTask) -> Iterator[tuple[Any, ...]]:
+        if task.shard_id in self.expired:
+            after = task.after_sequence
+            yield expired_shard_row(self.source, self.stream, task.shard_id, after)
+            key = kinesis_sequence_key(after) if after else None
+            yield progress_row(self.stream, task.shard_id, after, key, True, None)
+            return
         client = self.client()
         last = task.after_sequence
         last_arrival: dt.datetime | None = None
@@ -187,10 +205,45 @@ def list_shards(client: Any, stream: str) -> list[dict[str, Any]]:
         kwargs = {"NextToken": token}
 
 
-def shard_tasks(shards: list[dict[str, Any]], checkpoints: dict[str, Any]) -> list[ShardTask]:
-    """One task per listed shard; parents no longer listed (expired) do not hold children."""
+def expired_shards(shards: list[dict[str, Any]], checkpoints: dict[str, Any]) -> frozenset[str]:
+    """The shards the checkpoints leave open that ``shards`` (the stream's listing) no longer
+    holds: a shard is listed from its creation until its retention runs out after it closed
+    ("closed shards transition to an EXPIRED state", and the listing leaves them out)."""
     listed = {s["ShardId"] for s in shards}
-    tasks = []
+    return frozenset(s for s, c in checkpoints.items() if not c.closed and s not in listed)
+
+
+def expired_shard_row(
+    source: str, stream: str, shard_id: str, after: str | None
+) -> tuple[Any, ...]:
+    """The landed record that stands for what an expired shard held after the checkpoint
+    ``after`` (``None``: from its start), which no run landed and none can: no data, and an
+    envelope error that quarantines it as ``expired_before_landing``. How many records that
+    was, if any, the stream no longer says."""
+    since = f"after sequence number {after}" if after else "from its start"
+    return record_row(
+        f"kinesis:{stream}/{shard_id}/expired-{after or 'start'}",
+        stream,
+        shard_id,
+        after or "0",
+        kinesis_sequence_key(after or "0"),
+        None,
+        None,
+        None,
+        f"{EXPIRED_PREFIX}the records of shard {shard_id} {since}, if it held any, expired"
+        f" from stream {stream!r} (resharding closed the shard, then its retention removed"
+        f" it) before source {source!r} landed them; their changes are not in the tables",
+    )
+
+
+def shard_tasks(shards: list[dict[str, Any]], checkpoints: dict[str, Any]) -> list[ShardTask]:
+    """One task per listed shard, and one per expired shard (:func:`expired_shards`), which
+    closes it; parents no longer listed do not hold children."""
+    listed = {s["ShardId"] for s in shards}
+    tasks = [
+        ShardTask(s, checkpoints[s].sequence_number)
+        for s in sorted(expired_shards(shards, checkpoints))
+    ]
     for shard in shards:
         parents = tuple(
             p
@@ -216,15 +269,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parser.parse_args(argv)
     source = landed_source(parser, args.source, args.stream)
     ctx = start(JOB_NAME, JOB_VERSION, args)
+    checkpoints, land_seq = load_checkpoints(ctx, source)
     reader = KinesisShardReader(
         args.stream,
         args.endpoint_url,
         args.region,
         args.max_records_per_shard,
         credentials=Credentials.of_driver(),
+        source=source,
     )
-    checkpoints, land_seq = load_checkpoints(ctx, source)
-    tasks = shard_tasks(list_shards(reader.client(), args.stream), checkpoints)
+    shards = list_shards(reader.client(), args.stream)
+    reader.expired = expired_shards(shards, checkpoints)
+    tasks = shard_tasks(shards, checkpoints)
     stats = land(
         ctx,
         source,
@@ -235,6 +291,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         int(args.lateness_seconds * 1_000_000),
         args.stale_staging_seconds,
     )
+    stats["shards_expired"] = sorted(reader.expired)
     write_stats(args.stats_file, stats)
     return stats
 

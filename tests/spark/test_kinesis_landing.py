@@ -164,3 +164,50 @@ def test_a_landing_job_refuses_a_source_that_is_no_plain_name(
             main(["--warehouse", str(warehouse), "--batch-id", "b", *stream, *source])
         assert error in capsys.readouterr().err
     assert not warehouse.exists()  # refused before any work
+
+
+def test_an_expired_shard_lands_as_one_quarantined_record_and_no_longer_holds_the_resolved_time(
+    spark: Any, warehouse: str, kinesis_endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A shard the last run left open, which resharding closed and retention then removed
+    (the listing leaves it out: kinesis-local keeps shards longer than a test runs, so the
+    listing here drops it as the stream's would a day later)."""
+    stream = generate(120, seed=5)
+    half = len(stream.deliveries) // 2
+    client = kinesis.client(kinesis_endpoint)
+    kinesis.create_stream(client, "expiry", shards=1)
+    kinesis.put(client, "expiry", stream.deliveries[:half], seed=1)
+    first = land(warehouse, kinesis_endpoint, "expiry", "b1")
+    assert first["landed"] == half and first["resolved_ts"] is not None
+    # Records after the checkpoint, then the split: the parent expires with them unread.
+    lost = half + 10
+    kinesis.put(client, "expiry", stream.deliveries[half:lost], seed=2)
+    parent = kinesis.split_first_shard(client, "expiry")
+    kinesis.put(client, "expiry", stream.deliveries[lost:], seed=3)
+    listing = land_kinesis.list_shards
+
+    def after_retention(kinesis_client: Any, name: str) -> list[dict[str, Any]]:
+        return [s for s in listing(kinesis_client, name) if s["ShardId"] != parent]
+
+    monkeypatch.setattr(land_kinesis, "list_shards", after_retention)
+    time.sleep(0.1)  # the children's read is later than the parent's
+    second = land(warehouse, kinesis_endpoint, "expiry", "b2")
+    # The parent no longer holds the resolved timestamp at its last read.
+    assert second["resolved_ts"] > first["resolved_ts"]
+    assert second["shards_expired"] == [parent]
+    assert second["shards"][parent] == {**second["shards"][parent], "landed": 1, "closed": True}
+    children = len(stream.deliveries) - lost
+    assert second["landed"] == children + 1
+    # Closed: a later run reads the parent no more.
+    third = land(warehouse, kinesis_endpoint, "expiry", "b3")
+    assert third["landed"] == 0 and third["shards_expired"] == []
+    assert third["resolved_ts"] >= second["resolved_ts"]
+
+    process(warehouse, "b1", source="expiry")
+    applied = process(warehouse, "b2", source="expiry")["apply"]["accounting"]
+    assert applied["landed"] == children + 1 and applied["unprocessed"] == 0
+    quarantine = spark.read.format("delta").load(f"{warehouse}/_cdc/quarantine")
+    rows = quarantine.where("reason = 'expired_before_landing'").collect()
+    assert [r["record_id"].startswith(f"kinesis:expiry/{parent}/expired-") for r in rows] == [True]
+    assert parent in rows[0]["detail"] and "retention" in rows[0]["detail"]
+    assert rows[0]["batch_id"] == "b2"
