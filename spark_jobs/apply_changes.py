@@ -74,7 +74,7 @@ from spark_jobs.warehouse import RECORD, JobContext
 
 log = logging.getLogger("airflow_cdc.jobs")
 JOB_NAME = "apply_changes"
-JOB_VERSION = "2.8.17"
+JOB_VERSION = "2.8.18"
 
 
 @dataclass(frozen=True)
@@ -316,11 +316,14 @@ def apply_tables(
         quarantine_changes(decoded.where(F.col("_err_reason").isNotNull()), outcomes)
         good = decoded.where(F.col("_err_reason").isNull()).drop(*resolve.ERROR_COLUMNS)
         keys = list(spec.primary_key)
+        source = outcomes.source
         good = resolve.place_unordered(
-            ctx.spark, good, keys, path, ctx.batch_id, present=facts.unordered
+            ctx.spark, good, keys, path, ctx.batch_id, source, present=facts.unordered
         )
         stored = (
-            resolve.earlier_rows(ctx.spark, path, keys, ctx.batch_id) if facts.partial else None
+            resolve.earlier_rows(ctx.spark, path, keys, ctx.batch_id, source)
+            if facts.partial
+            else None
         )
         winners, losers = resolve.resolve_table(good, keys, partial=facts.partial, stored=stored)
         for frame in losers:

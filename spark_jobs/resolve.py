@@ -577,17 +577,18 @@ def _added(one: BatchFacts, other: BatchFacts) -> BatchFacts:
 
 
 def earlier_rows(
-    spark: SparkSession, target: str, keys: list[str], batch_id: str
+    spark: SparkSession, target: str, keys: list[str], batch_id: str, source: str
 ) -> DataFrame | None:
     """The table's rows that earlier batches wrote (batch ids sort in landing order), as
     they were before this batch changed the table: a re-run of the batch after its MERGE
-    reads the version before the batch's first commit, so that it decides as the first run
-    did. Each key (``_t_<i>``), its sequence (``_t_seq``) and commit time (``_t_ts``);
-    ``None`` before the table exists."""
+    reads the version before the batch's first commit by ``source``, so that it decides as
+    the first run did (another source's run of a batch of the same id, into the same table,
+    is no run of this one). Each key (``_t_<i>``), its sequence (``_t_seq``) and commit
+    time (``_t_ts``); ``None`` before the table exists."""
     if not DeltaTable.isDeltaTable(spark, target):
         return None
     reader = spark.read.format("delta")
-    before = version_before_batch(spark, target, batch_id)
+    before = version_before_batch(spark, target, batch_id, source)
     if before is not None:
         if before < 0:
             return None
@@ -622,6 +623,7 @@ def place_unordered(
     keys: list[str],
     target: str,
     batch_id: str,
+    source: str,
     present: bool,
 ) -> DataFrame:
     """Give each change without a commit position (sequence ``UNORDERED`` + its position) its
@@ -652,7 +654,7 @@ def place_unordered(
         F.max(timed).over(earlier).alias("_prior"),
         F.max_by("_cdc_commit_ts", timed).over(earlier).alias("_prior_ts"),
     )
-    stored = earlier_rows(spark, target, keys, batch_id)
+    stored = earlier_rows(spark, target, keys, batch_id, source)
     placed = with_stored(framed.where(unordered), stored, keys)
     # Sequence keys only: a position suffix would compound batch after batch.
     anchor = F.substring_index(F.col("_t_seq"), "~", 1)
