@@ -74,7 +74,7 @@ from spark_jobs.warehouse import RECORD, JobContext
 
 log = logging.getLogger("airflow_cdc.jobs")
 JOB_NAME = "apply_changes"
-JOB_VERSION = "2.8.18"
+JOB_VERSION = "2.8.19"
 
 
 @dataclass(frozen=True)
@@ -211,7 +211,8 @@ def with_batch_markers(
     now: dt.datetime,
 ) -> DataFrame:
     """``state`` with the markers of the sets this batch's records settled, when a run of
-    the batch made them final (``decided``: ``record_id``, ``status``, ``reason``) and died
+    the batch made them final or held their change (``decided``: ``record_id``, ``status``,
+    ``reason``, :func:`with_held_members`) and died
     before its open state's commit (no run of the batch has committed the open state
     lately): the markers were only in that run, and a later redelivery of such a set would
     wait, not be a duplicate. A first run decided nothing yet: one look at its ledger
@@ -232,6 +233,29 @@ def with_batch_markers(
     rebuilt = reassemble.with_markers(reassemble.to_state(mains, source, now), decided)
     rebuilt = rebuilt.where(F.col("state") != reassemble.OPEN)
     return state.unionByName(rebuilt.join(state.select("record_id"), "record_id", "left_anti"))
+
+
+def with_held_members(
+    decided: DataFrame | None, held: DataFrame | None, batch_id: str
+) -> DataFrame | None:
+    """``decided`` (``record_id``, ``status``, ``reason``) and the members of the ``held``
+    changes landed in ``batch_id``, ``pending``: a run of the batch that held a change had
+    settled its set, and left its marker (:func:`with_batch_markers`), though its records
+    are not final. (Held changes of the batch are there only when a run of it committed
+    them: a first run finds none.)"""
+    if decided is None or held is None:
+        return decided
+    member = F.explode("members").alias("m")
+    members = (
+        held.select(member)
+        .where(F.col("m.batch_id") == batch_id)
+        .select(
+            F.col("m.record_id").alias("record_id"),
+            F.lit(ledger.PENDING).alias("status"),
+            F.lit(None).cast("string").alias("reason"),
+        )
+    )
+    return decided.unionByName(members)
 
 
 def _without_open(state: DataFrame, finished: DataFrame) -> DataFrame:
@@ -704,7 +728,14 @@ def run(ctx: JobContext, args: Any) -> dict[str, Any]:
     state, had_state = open_sets(ctx, source, holding.before if holding else None)
     wall = dt.datetime.now(dt.UTC)
     state = with_batch_markers(
-        ctx, source, records, decided, state, args.format, record_limits, wall
+        ctx,
+        source,
+        records,
+        with_held_members(decided, holding.before if holding else None, ctx.batch_id),
+        state,
+        args.format,
+        record_limits,
+        wall,
     )
     if holding is not None and args.transactions:
         holding.tracking = transactions.Tracking(

@@ -286,6 +286,51 @@ def test_a_set_s_marker_outlives_a_run_killed_before_its_open_state_commit(
     assert [(r["id"], r["name"]) for r in table.collect()] == [(1, "a")]
 
 
+def test_a_held_set_s_marker_outlives_a_run_killed_before_its_open_state_commit(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Set H reassembles in batch 1, and its change, committed after the cut, is held. The
+    run dies after committing the held change, before the open state: the set's marker was
+    only in that run, and the held change's records are pending, not final. Its re-run
+    leaves the marker, so that H's redelivery in batch 2 is a duplicate (it waited, and was
+    quarantined once its age ran out) while the next cut applies H's change."""
+    from spark_jobs import apply_changes
+    from tests.spark.test_crash_recovery import crash_in_process
+
+    hour = 3_600_000_000_000
+    pieces = ['{"id": 1, ', '"name": "h"}']
+    record_h = chunked_set(BASE_NS + hour, "h", pieces)
+    warehouse = str(tmp_path / "warehouse")
+    write_ndjson(
+        [record_h, *(fragment("h", i, p) for i, p in enumerate(pieces))],
+        str(tmp_path / "b1"),
+        files=1,
+    )
+    write_ndjson([record_h], str(tmp_path / "b2"), files=1)
+
+    def cut_at(ns: int) -> tuple[str, ...]:
+        cut = dt.datetime.fromtimestamp(ns / 1e9, dt.UTC).isoformat()
+        return ("--cut-at", cut, "--max-pending-age-seconds", "0.5")
+
+    land_dump(warehouse, str(tmp_path / "b1"), "b1")
+    args = ("--warehouse", warehouse, "--source", "dump", "--ddl", DDL, "--batch-id", "b1")
+    crash_in_process(
+        monkeypatch,
+        "apply_changes:before_state",
+        apply_changes.main,
+        *args,
+        *cut_at(BASE_NS + hour // 2),
+    )
+    first = process(warehouse, "b1", ddl=DDL, options=cut_at(BASE_NS + hour // 2))["apply"]
+    assert first["accounting"]["pending"] == 3
+    land_dump(warehouse, str(tmp_path / "b2"), "b2")
+    two = process(warehouse, "b2", ddl=DDL, options=cut_at(BASE_NS + 2 * hour))["apply"]
+    last = two["accounting"]
+    assert (last["duplicate"], last["quarantined"], last["pending"]) == (1, 0, 0)
+    table = spark.read.format("delta").load(f"{warehouse}/public/accounts")
+    assert [(r["id"], r["name"]) for r in table.collect()] == [(1, "h")]
+
+
 def test_a_fragment_that_differs_from_its_reassembled_set_is_quarantined(
     spark: Any, tmp_path: Path
 ) -> None:
