@@ -52,7 +52,7 @@ from airflow_cdc.core.formats.cockroach import split_batch
 from airflow_cdc.core.ordering import pad_decimal
 from airflow_cdc.core.types import MAX_MICROS, MIN_MICROS, padded_base64
 from airflow_cdc.jobs import LINES_BEHIND
-from spark_jobs.arguments import base_parser, source_name
+from spark_jobs.arguments import at_least, base_parser, source_name
 from spark_jobs.json_columns import WholeJson, base64_bytes
 from spark_jobs.landing import (
     Checkpoint,
@@ -74,7 +74,7 @@ from spark_jobs.times import from_micros, to_micros
 from spark_jobs.warehouse import RECORD, JobContext
 
 JOB_NAME = "land_files"
-JOB_VERSION = "1.2.26"
+JOB_VERSION = "1.2.27"
 LAYOUTS = ("kinesis", "kafka", "lines")
 LINE_WIDTH = 20
 SUFFIXES = (".ndjson", ".jsonl", ".json", ".txt", ".RESOLVED")
@@ -173,15 +173,27 @@ def kafka_line(line: str, partitioned: bool = False) -> dict[str, Any]:
     }
 
 
+# How long after its file last changed a last line that partial_line holds waits for its
+# writer to end it (the landing jobs' --unended-line-seconds).
+UNENDED_LINE_SECONDS = 3600.0
+
+
 class FileReader:
     """Reads one NDJSON file from the line after its checkpoint to its end."""
 
-    def __init__(self, source: str, layout: str = "kinesis", fmt: str | None = None) -> None:
+    def __init__(
+        self,
+        source: str,
+        layout: str = "kinesis",
+        fmt: str | None = None,
+        unended_seconds: float = UNENDED_LINE_SECONDS,
+    ) -> None:
         if layout not in LAYOUTS:
             raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
         self.source = source
         self.layout = layout
         self.fmt = fmt
+        self.unended_seconds = unended_seconds
 
     def __call__(self, task: ShardTask) -> Iterator[tuple[Any, ...]]:
         start_after = int(task.after_sequence) if task.after_sequence else 0
@@ -197,7 +209,7 @@ class FileReader:
                 if number <= start_after:
                     continue
                 text = line.rstrip("\n")
-                if partial_line(line):
+                if partial_line(line) and not abandoned(task.shard_id, self.unended_seconds):
                     held = 1
                     break
                 last = number
@@ -363,6 +375,22 @@ def partial_line(line: str) -> bool:
     except ValueError:
         return True
     return False
+
+
+def abandoned(path: str, seconds: float) -> bool:
+    """Whether the file at ``path`` has not changed for ``seconds``: a writer that left its
+    last line unended that long has stopped (it died in the middle of the line), and the
+    line lands as it is, a bad line that the apply quarantines, rather than waiting for
+    good. ``False`` where the file system does not say when the file changed."""
+    fs, found = fsspec.core.url_to_fs(path)  # the path itself, never a pattern
+    fs.invalidate_cache(found)
+    try:
+        changed = fs.modified(found)
+    except (NotImplementedError, OSError):
+        return False
+    if changed.tzinfo is None:  # a file system that gives naive times gives them in UTC
+        changed = changed.replace(tzinfo=dt.UTC)
+    return (dt.datetime.now(dt.UTC) - changed).total_seconds() >= seconds
 
 
 def _lines_at(numbers: dict[str, int]) -> Column:
@@ -562,6 +590,7 @@ def land_kinesis_dumps(
     checkpoints: dict[str, Checkpoint],
     land_seq: int,
     lateness: int,
+    unended_seconds: float = UNENDED_LINE_SECONDS,
 ) -> dict[str, Any]:
     """Land Kinesis-layout dumps without Python per record: read, decode and commit in the
     JVM, with one progress row per file (its last line, its newest arrival)."""
@@ -600,7 +629,8 @@ def land_kinesis_dumps(
     held: dict[str, int] = {}
     if unended:
         for line in lines.where(_lines_at(unended)).select("shard_id", "data").collect():
-            if partial_line(bytes(line["data"]).decode("utf-8", errors="replace")):
+            text = bytes(line["data"]).decode("utf-8", errors="replace")
+            if partial_line(text) and not abandoned(line["shard_id"], unended_seconds):
                 held[line["shard_id"]] = unended[line["shard_id"]]
                 counted[line["shard_id"]] -= int(summary[line["shard_id"]]["last_record"])
     records = lines.where(~F.col("_blank"))
@@ -645,6 +675,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument(
         "--format", help="the records' format, read for in-band resolved timestamps"
     )
+    parser.add_argument(
+        "--unended-line-seconds",
+        type=at_least(0.0, "seconds"),
+        default=UNENDED_LINE_SECONDS,
+        help="a file's last line with no line ending that is no JSON waits for its writer"
+        " to end it; once the file has not changed for this long, it lands as it is (a bad"
+        " line, quarantined)",
+    )
     args = parser.parse_args(argv)
     ctx = start(JOB_NAME, JOB_VERSION, args)
     checkpoints, land_seq = load_checkpoints(ctx, args.source)
@@ -656,9 +694,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         tasks.append(ShardTask(path, after, reopen=True))
     lateness = lateness_us(args.format, args.lateness_seconds)
     if args.layout == "kinesis" and args.format not in IN_BAND_RESOLVED:
-        stats = land_kinesis_dumps(ctx, args.source, tasks, checkpoints, land_seq, lateness)
+        stats = land_kinesis_dumps(
+            ctx, args.source, tasks, checkpoints, land_seq, lateness, args.unended_line_seconds
+        )
     else:
-        reader = FileReader(args.source, args.layout, args.format)
+        reader = FileReader(args.source, args.layout, args.format, args.unended_line_seconds)
         stats = land(
             ctx,
             args.source,

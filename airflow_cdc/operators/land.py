@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -30,6 +31,14 @@ def check_lateness(seconds: float) -> str:
     """The lateness bound as a job argument; it must be >= 0 seconds."""
     if seconds < 0:
         raise ValueError(f"lateness_seconds must be >= 0, got {seconds!r}")
+    return str(seconds)
+
+
+def check_unended(seconds: float) -> str:
+    """How long an unended last line waits for its writer, as a job argument; it must be a
+    finite number >= 0 of seconds."""
+    if not math.isfinite(seconds) or seconds < 0:
+        raise ValueError(f"unended_line_seconds must be >= 0, got {seconds!r}")
     return str(seconds)
 
 
@@ -209,6 +218,10 @@ class FilesLanding(Landing):
         the resolved timestamp from them.
     :param lateness_seconds: Subtracted from the newest arrival time for the resolved
         timestamp, in seconds (>= 0).
+    :param unended_line_seconds: A file's last line with no line ending that is no JSON
+        waits for its writer to end it; once the file has not changed for this long, it
+        lands as it is, a bad line that is quarantined (``None``: the job's default, an
+        hour).
     """
 
     job = "land_files"
@@ -221,11 +234,13 @@ class FilesLanding(Landing):
         layout: str = "kinesis",
         record_format: str | None = None,
         lateness_seconds: float = 0.0,
+        unended_line_seconds: float | None = None,
     ) -> None:
         self.path = path
         self.layout = layout
         self.record_format = record_format
         self.lateness_seconds = lateness_seconds
+        self.unended_line_seconds = unended_line_seconds
 
     def job_args(self, record_format: str | None = None) -> list[str]:
         args = ["--path", self.path, "--lateness-seconds", check_lateness(self.lateness_seconds)]
@@ -233,6 +248,8 @@ class FilesLanding(Landing):
             args += ["--layout", self.layout]
         if fmt := self.format(record_format):
             args += ["--format", fmt]
+        if self.unended_line_seconds is not None:
+            args += ["--unended-line-seconds", check_unended(self.unended_line_seconds)]
         return args
 
     def lineage_inputs(self) -> list[InputDataset]:
@@ -371,6 +388,7 @@ class LandFilesOperator(LandingOperator):
         layout: str = "kinesis",
         record_format: str | None = None,
         lateness_seconds: float = 0.0,
+        unended_line_seconds: float | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -379,6 +397,7 @@ class LandFilesOperator(LandingOperator):
         self.layout = layout
         self.record_format = record_format
         self.lateness_seconds = lateness_seconds
+        self.unended_line_seconds = unended_line_seconds
 
     def landing(self) -> FilesLanding:
         return FilesLanding(
@@ -386,4 +405,5 @@ class LandFilesOperator(LandingOperator):
             layout=self.layout,
             record_format=self.record_format,
             lateness_seconds=self.lateness_seconds,
+            unended_line_seconds=self.unended_line_seconds,
         )

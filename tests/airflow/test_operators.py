@@ -269,6 +269,16 @@ def test_file_layouts_for_kafka_dumps_and_sink_files() -> None:
         task_id="l", warehouse="/wh", path="/d", source="s", layout="lines", record_format="ydb"
     )
     assert op.job_args({})[-6:] == ["--layout", "lines", "--format", "ydb", "--source", "s"]
+    waits = LandFilesOperator(
+        task_id="l", warehouse="/wh", path="/d", source="s", unended_line_seconds=600
+    )
+    assert waits.job_args({})[-4:] == ["--unended-line-seconds", "600", "--source", "s"]
+    for bad in (-1, float("nan")):
+        never = LandFilesOperator(
+            task_id="l", warehouse="/wh", path="/d", source="s", unended_line_seconds=bad
+        )
+        with pytest.raises(ValueError, match="unended_line_seconds must be >= 0"):
+            never.job_args({})
 
 
 def test_maintenance_arguments_and_delta_safety_floor() -> None:

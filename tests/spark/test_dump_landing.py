@@ -415,3 +415,37 @@ def test_an_unended_last_line_that_a_lenient_reader_takes_lands_at_once(
     raw = spark.read.format("delta").load(f"{warehouse}/_cdc/raw").where("kind = 'record'")
     (row,) = raw.collect()
     assert row["envelope_error"].startswith("bad dump line")
+
+
+@pytest.mark.parametrize("layout", ["kinesis", "kafka"])
+def test_an_unended_last_line_lands_as_a_bad_line_once_its_file_has_rested(
+    spark: Any, warehouse: str, tmp_path: Path, layout: str
+) -> None:
+    """A writer that died in the middle of its last line never ends it: once the file has
+    not changed for ``--unended-line-seconds``, the line lands as it is (a bad line, which
+    the apply quarantines with its text), not held for good. Both readers: the JVM's
+    (kinesis layout) and the Python one (kafka layout)."""
+    import os
+
+    if layout == "kinesis":
+        whole, cut = kinesis_line(1), kinesis_line(2)[:25]
+    else:
+        messages = [
+            json.dumps({"partition": 0, "offset": n, "key": "[1]", "value": '{"n": 1}'})
+            for n in (1, 2)
+        ]
+        whole, cut = messages[0], messages[1][:25]
+    dump = tmp_path / "shard-000.ndjson"
+    dump.write_text(f"{whole}\n{cut}")
+    fmt = None if layout == "kinesis" else "debezium"
+    first = land_dump(warehouse, str(dump), "b1", layout=layout, fmt=fmt)
+    assert first["landed"] == 1 and first["shards"][str(dump)]["lines_behind"] == 1
+    rested = dump.stat().st_mtime - 7200  # written two hours ago
+    os.utime(dump, (rested, rested))
+    second = land_dump(warehouse, str(dump), "b2", layout=layout, fmt=fmt)
+    assert second["landed"] == 1 and "lines_behind" not in second["shards"][str(dump)]
+    raw = spark.read.format("delta").load(f"{warehouse}/_cdc/raw")
+    rows = raw.where("kind = 'record' AND batch_id = 'b2'").collect()
+    assert [(r["sequence_number"], bytes(r["data"])) for r in rows] == [("2", cut.encode())]
+    assert rows[0]["envelope_error"].startswith(("bad dump line", "bad Kafka message line"))
+    assert land_dump(warehouse, str(dump), "b3", layout=layout, fmt=fmt)["landed"] == 0
