@@ -191,6 +191,7 @@ class SparkJobOperator(BaseOperator):
             application_args=spec.application_args,
             name=spec.name,
         )
+        self._submit_hook = hook  # for on_kill
         if not spec.env_vars:
             hook.submit(spec.application)
             return
@@ -208,6 +209,15 @@ class SparkJobOperator(BaseOperator):
             for name in ("AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN"):
                 inherited.pop(name, None)
         hook.submit(spec.application, env={**inherited, **spec.env_vars})
+
+    def on_kill(self) -> None:
+        """Stop the job this try submitted when Airflow stops the try (its timeout, a task
+        marked failed or cleared): the spark-submit process, whose driver's JVM does the
+        job's work (the Python driver's next call to it fails), and a driver the cluster
+        runs. Left running, it would write the tables beside the retry's job."""
+        hook = getattr(self, "_submit_hook", None)
+        if hook is not None:
+            hook.on_kill()
 
 
 def deploy_mode(spark_conn_id: str) -> str | None:

@@ -360,3 +360,73 @@ def test_the_submitted_conf_wins_over_the_jobs_defaults(tmp_path) -> None:
     assert any("delta-spark" in j for j in jars)
     assert printed["PARTITIONS"] == "7"  # the jobs' conf says 16
     assert printed["EXTENSIONS"] == "io.delta.sql.DeltaSparkSessionExtension"
+
+
+def test_a_stopped_try_stops_the_job_it_submitted(tmp_path, monkeypatch) -> None:
+    """Airflow calls ``on_kill`` when it stops a try (its timeout, a task marked failed):
+    the job's spark-submit JVM ends, and with it the Python driver that drives it (as a job
+    does, it calls the JVM), rather than writing the tables beside the retry's job."""
+    import contextlib
+    import textwrap
+    import threading
+    import time
+
+    import psutil
+
+    from airflow_cdc.operators.maintain import CdcMaintenanceOperator
+
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_SPARK_LOCAL", json.dumps({"conn_type": "spark", "host": "local[1]"})
+    )
+    started = tmp_path / "driver.pid"
+    app = tmp_path / "job.py"
+    app.write_text(
+        textwrap.dedent(
+            f"""
+            import os, time
+            from pyspark.java_gateway import launch_gateway
+
+            gateway = launch_gateway()  # the spark-submit JVM's, as a job's session is
+            open({str(started)!r}, "w").write(str(os.getpid()))
+            while True:
+                gateway.jvm.java.lang.System.currentTimeMillis()
+                time.sleep(0.1)
+            """
+        )
+    )
+    op = CdcMaintenanceOperator(
+        task_id="m",
+        warehouse=str(tmp_path / "wh"),
+        source="s",
+        ddl="CREATE TABLE t (id int PRIMARY KEY)",
+        spark_conn_id="spark_local",
+    )
+    spec = SubmitSpec(
+        application=str(app), application_args=[], conf={}, py_files=[], name="stop-me"
+    )
+    failed: list[BaseException] = []
+
+    def submit() -> None:
+        try:
+            op.submit(spec)
+        except Exception as err:  # the hook reports the killed spark-submit
+            failed.append(err)
+
+    thread = threading.Thread(target=submit, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 180
+        while not started.exists() or not started.read_text():
+            assert time.monotonic() < deadline, "the job never started"
+            time.sleep(0.2)
+        driver = psutil.Process(int(started.read_text()))
+        op.on_kill()
+        thread.join(60)
+        assert not thread.is_alive() and failed
+        with contextlib.suppress(psutil.NoSuchProcess):
+            driver.wait(60)
+        assert not driver.is_running() or driver.status() == psutil.STATUS_ZOMBIE
+    finally:
+        for child in psutil.Process().children(recursive=True):
+            if any("stop-me" in part or str(app) in part for part in child.cmdline()):
+                child.kill()
