@@ -14,18 +14,21 @@ run are the checkpoint, and only older ones go, in the partitions whose records 
 
 Per declared target table of the source: delete the tombstones (``_cdc_deleted`` rows) that
 the source's resolved timestamp has passed by the tombstone retention (an older change can
-no longer arrive to be kept out by them), compact small files (Delta ``OPTIMIZE``), then
-``VACUUM`` the files a commit removed longer ago than the VACUUM retention (and files no
-commit ever added, such as a failed write's; a table with no file that old is done without
-VACUUM's listing). The retention is the table's ``delta.deletedFileRetentionDuration``, set
-only when it differs from Delta's default (7 days): Delta 4 ignores VACUUM's ``RETAIN``
-clause, and refuses time travel beyond that retention. Changing it is one metadata commit,
-which a concurrent apply's MERGE retries like any conflict. A table's history table
-(``<table>__history``, :mod:`spark_jobs.history`) is compacted and vacuumed the same way,
-and nothing is deleted from it: its delete rows are history. The source's
-partitions of the bookkeeping tables (``_cdc/raw``, ``ledger``, ``quarantine``, ``cuts``) and
-of the open state (``pending``, ``held``, ``transactions``: rewritten by every apply run, so
-each run leaves files behind) are compacted too, and the tables vacuumed.
+no longer arrive to be kept out by them; a change landed and not yet decided, in a batch
+whose apply has not run, failed, or holds it, can still be applied: the timestamp counts
+only up to the earliest such record's arrival, :func:`undecided_since`), compact small files
+(Delta ``OPTIMIZE``), then ``VACUUM`` the files a commit removed longer ago than the VACUUM
+retention (and files no commit ever added, such as a failed write's; a table with no file
+that old is done without VACUUM's listing). The retention is the table's
+``delta.deletedFileRetentionDuration``, set only when it differs from Delta's default (7
+days): Delta 4 ignores VACUUM's ``RETAIN`` clause, and refuses time travel beyond that
+retention. Changing it is one metadata commit, which a concurrent apply's MERGE retries like
+any conflict. A table's history table (``<table>__history``, :mod:`spark_jobs.history`) is
+compacted and vacuumed the same way, and nothing is deleted from it: its delete rows are
+history. The source's partitions of the bookkeeping tables (``_cdc/raw``, ``ledger``,
+``quarantine``, ``cuts``) and of the open state (``pending``, ``held``, ``transactions``:
+rewritten by every apply run, so each run leaves files behind) are compacted too, and the
+tables vacuumed.
 
 Safe beside the CDC jobs: each step is one Delta transaction; when a concurrent writer
 commits first (a MERGE into the table), the step is retried on the new snapshot (Delta's
@@ -91,12 +94,12 @@ from spark_jobs.reassemble import OPEN
 from spark_jobs.runs import start, write_stats
 from spark_jobs.schemas import quoted, table_properties
 from spark_jobs.times import from_micros
-from spark_jobs.warehouse import PROGRESS, JobContext
+from spark_jobs.warehouse import PROGRESS, RECORD, JobContext
 
 log = logging.getLogger("airflow_cdc.jobs")
 
 JOB_NAME = "maintain"
-JOB_VERSION = "1.4.1"
+JOB_VERSION = "1.4.2"
 # Delta clusters by at most four columns.
 MAX_CLUSTERING_COLUMNS = 4
 
@@ -108,6 +111,35 @@ def resolved_time(ctx: JobContext, source: str) -> dt.datetime | None:
         return parse_state(text) if text else None
     except ResolvedTimestampUnavailable:
         return None
+
+
+def undecided_since(ctx: JobContext, source: str) -> tuple[bool, dt.datetime | None]:
+    """(whether the source has landed records no run has made final, the earliest arrival
+    among them): a change such a record holds can still be applied, and be older than a
+    tombstone that the resolved timestamp alone would let go (a batch whose apply failed a
+    day ago, a change held or waiting for its fragments). The arrival bounds the change's
+    commit time from above; ``None`` where one of them has no arrival time."""
+    wh = ctx.warehouse
+    if not table_exists(ctx.spark, wh.raw):
+        return False, None
+    mine = (F.col("source") == source) & (F.col("kind") == RECORD)
+    records = ctx.spark.read.format("delta").load(wh.raw).where(mine)
+    records = records.select("record_id", "batch_id", "arrival_ts")
+    if table_exists(ctx.spark, wh.ledger):
+        final = ctx.spark.read.format("delta").load(wh.ledger)
+        final = final.where((F.col("source") == source) & (F.col("status") != ledger.PENDING))
+        records = records.join(
+            final.select("record_id", "batch_id"), ["record_id", "batch_id"], "left_anti"
+        )
+    found = records.agg(
+        F.count(F.lit(1)).alias("records"),
+        F.count_if(F.col("arrival_ts").isNull()).alias("untimed"),
+        # As microseconds: a collected TIMESTAMP is naive in the driver's local zone.
+        F.unix_micros(F.min("arrival_ts")).alias("earliest"),
+    ).first()
+    if found is None or not found["records"]:
+        return False, None
+    return True, None if found["untimed"] else from_micros(found["earliest"])
 
 
 def purge_tombstones(
@@ -438,10 +470,15 @@ def run(ctx: JobContext, args: Any) -> dict[str, Any]:
     now = dt.datetime.now(dt.UTC)
     cut_retention = dt.timedelta(seconds=args.cut_retention_seconds)
     cuts = retained_cuts(ctx, source, now, cut_retention)
-    # Tombstones go only below the oldest cut still kept (and past the resolved timestamp).
+    # Tombstones go only below the oldest cut still kept (and past the resolved timestamp,
+    # as far as every landed record has been decided).
     horizon = resolved
     if cuts.oldest_at is not None and resolved is not None:
         horizon = min(resolved, cuts.oldest_at + retention)
+    waiting, since = undecided_since(ctx, source)
+    if waiting and horizon is not None:
+        horizon = None if since is None else min(horizon, since)
+    stats["tombstone_horizon"] = None if horizon is None else (horizon - retention).isoformat()
     tables: dict[str, Any] = {}
 
     def vacuum_hours(table: str) -> float:

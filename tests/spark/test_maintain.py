@@ -392,3 +392,55 @@ def test_a_table_past_the_threshold_is_clustered_by_its_key(
     process(warehouse, "b2")
     for table in TABLES:
         assert differences(stream, table, live_rows(spark, warehouse, table)) == []
+
+
+def test_a_tombstone_stays_while_an_older_change_landed_before_it_is_undecided(
+    spark: Any, warehouse: str, tmp_path: Path
+) -> None:
+    """Batch b1 (an upsert of row 1) lands and its apply fails; b2 (the row's delete, ten
+    seconds later) lands and is applied. The resolved timestamp passes the tombstone by more
+    than the retention, but b1's change can still be applied: the tombstone stays until it
+    is, so that it keeps the row deleted (a purge let it live again)."""
+    ddl = "CREATE TABLE public.accounts (id BIGINT PRIMARY KEY, name TEXT);"
+    at = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+
+    def change(op: str, seconds: int) -> str:
+        ts_ns = int((at + dt.timedelta(seconds=seconds)).timestamp()) * 10**9
+        row = {"id": 1, "name": "one"}
+        return json.dumps(
+            {
+                "type": "full",
+                "op": op,
+                "before": row if op == "d" else None,
+                "after": None if op == "d" else row,
+                "source": {
+                    "version": "1.0",
+                    "ts_ms": ts_ns // 10**6,
+                    "ts_ns": ts_ns,
+                    "txId": "tx",
+                    "schema": "public",
+                    "table": "accounts",
+                    "db": "postgres",
+                    "cluster": "c1",
+                },
+                "ts_ms": ts_ns // 10**6,
+                "ts_ns": ts_ns,
+            }
+        )
+
+    for batch, op, seconds in (("b1", "c", 0), ("b2", "d", 10)):
+        arrival_us = int((at + dt.timedelta(seconds=seconds + 1)).timestamp()) * 10**6
+        write_ndjson([change(op, seconds)], str(tmp_path / batch), 1, arrival_us)
+        land_dump(warehouse, str(tmp_path / batch), batch)
+    process(warehouse, "b2", ddl=ddl)  # b1's apply has not run (it failed)
+    stats = maintain.main(
+        [
+            *("--warehouse", warehouse, "--batch-id", "m1", "--source", "dump"),
+            *("--ddl", ddl, "--tombstone-retention-seconds", "0.5"),
+        ]
+    )
+    assert stats["tables"]["public.accounts"]["tombstones_purged"] == 0
+    one = process(warehouse, "b1", ddl=ddl)["apply"]["accounting"]
+    assert (one["applied"], one["superseded"]) == (0, 1)
+    table = spark.read.format("delta").load(f"{warehouse}/public/accounts")
+    assert [(r["id"], r["_cdc_deleted"]) for r in table.collect()] == [(1, True)]
