@@ -45,7 +45,9 @@ at least the cut retention: a cut's version was current when it was published, s
 removed since went after that, and the Delta log is kept as long; :func:`~airflow_cdc.cuts.
 read_cut` lifts Delta's time-travel limit, which counts from the version's own commit, for
 the versions cuts name), and tombstones go only below the
-oldest such cut, so that a late change the next cut applies is still kept out by them.
+oldest such cut, so that a late change the next cut applies is still kept out by them. Older
+cuts, all but the newest, leave the cut history (:func:`expire_cuts`): their versions' files
+are not kept, and a reader must not be handed them.
 
 Reports per table the files and bytes before and after, the bytes OPTIMIZE rewrote, the
 tombstones purged and the files VACUUM deleted.
@@ -99,7 +101,7 @@ from spark_jobs.warehouse import PROGRESS, RECORD, JobContext
 log = logging.getLogger("airflow_cdc.jobs")
 
 JOB_NAME = "maintain"
-JOB_VERSION = "1.4.2"
+JOB_VERSION = "1.4.3"
 # Delta clusters by at most four columns.
 MAX_CLUSTERING_COLUMNS = 4
 
@@ -313,6 +315,31 @@ def retained_cuts(
     return RetainedCuts(oldest, versions, first)
 
 
+def expire_cuts(ctx: JobContext, source: str, now: dt.datetime, retention: dt.timedelta) -> int:
+    """Delete the source's cuts published more than ``retention`` before ``now`` from the cut
+    history, all but the newest (as :func:`retained_cuts` keeps them); how many rows went.
+    VACUUM keeps the files of the kept cuts' versions only: a reader must not find the
+    others (a backfill of their hour would read versions whose files may be gone; it reads
+    the oldest kept cut past its hour instead, :func:`airflow_cdc.cuts.cut_for`)."""
+    path = ctx.warehouse.cuts
+    if not table_exists(ctx.spark, path):
+        return 0
+    mine = ctx.spark.read.format("delta").load(path).where(F.col("source") == source)
+    newest = mine.agg(F.unix_micros(F.max("cut_at"))).first()
+    if newest is None or newest[0] is None:
+        return 0
+    before = (now - retention).astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+    statement = (
+        f"DELETE FROM delta.{quoted(path)} WHERE source = '{source}'"  # a checked name
+        f" AND published_at < TIMESTAMP '{before}+00:00'"
+        f" AND unix_micros(cut_at) < {int(newest[0])}"
+    )
+    deleted = retry_on_conflict(
+        lambda: ctx.spark.sql(statement).first(), f"cut retention of {path}"
+    )
+    return int(deleted[0]) if deleted is not None else 0
+
+
 def cluster(
     ctx: JobContext, path: str, keys: tuple[str, ...], table: dict[str, Any], above: int
 ) -> dict[str, Any]:
@@ -470,6 +497,7 @@ def run(ctx: JobContext, args: Any) -> dict[str, Any]:
     now = dt.datetime.now(dt.UTC)
     cut_retention = dt.timedelta(seconds=args.cut_retention_seconds)
     cuts = retained_cuts(ctx, source, now, cut_retention)
+    stats["cuts_expired"] = expire_cuts(ctx, source, now, cut_retention)
     # Tombstones go only below the oldest cut still kept (and past the resolved timestamp,
     # as far as every landed record has been decided).
     horizon = resolved

@@ -294,6 +294,26 @@ def test_every_published_cut_is_the_source_state_at_its_time(
         rows_of(frames["public.accounts"], COLUMNS["accounts"])
         == (state_as_of(source, at(1, 0))["accounts"])
     )
+    assert kept["cuts_expired"] == 0
+
+    # Past the cut retention, the cuts but the newest leave the history, whose versions'
+    # files VACUUM no longer keeps: a backfill of the first hour gets the newest cut.
+    newest = published_cut(warehouse, "cdc")
+    assert newest is not None
+    gone = maintain.main(
+        [
+            *("--warehouse", warehouse, "--batch-id", "m2", "--source", "cdc", "--ddl", DDL),
+            *("--cut-retention-seconds", "0"),
+        ]
+    )
+    assert gone["cuts_expired"] == 3
+    history = spark.read.format("delta").load(f"{warehouse}/_cdc/cuts")
+    kept_at = [r[0] for r in history.selectExpr("unix_micros(cut_at)").collect()]
+    assert kept_at == [int(newest.at.timestamp()) * 1_000_000]
+    with pytest.raises(LookupError):
+        read_cut(spark, warehouse, "cdc", at=at(1, 0))
+    backfill = cut_reaching(warehouse, "cdc", at(1, 0))
+    assert backfill is not None and backfill.at == newest.at
 
 
 def test_a_quiet_table_s_cut_is_read_past_delta_s_time_travel_limit(
