@@ -70,6 +70,7 @@ class Cut:
     published: dt.datetime | None  # the newest cut published before this run
     blocked_by: tuple[str, ...] = ()  # earlier batches with undecided records
     waiting_for: tuple[str, ...] = ()  # incomplete transactions that lowered the cut
+    overtaken_by: tuple[str, ...] = ()  # later batches landed before this one's last run
     fresh: bool = False  # no cut published and no earlier batch of the source landed
 
     @property
@@ -87,6 +88,7 @@ class Cut:
             "forward": self.forward,
             "blocked_by": list(self.blocked_by),
             "waiting_for": list(self.waiting_for),
+            "overtaken_by": list(self.overtaken_by),
         }
 
 
@@ -186,7 +188,8 @@ def decide(
 ) -> Cut:
     """The run's cut: the resolved timestamp this batch's landing left
     (:func:`batch_resolved`), capped by ``interval_end``; no cut while an earlier batch has
-    records no run has decided (:func:`unfinished_batches`)."""
+    records no run has decided (:func:`unfinished_batches`), nor when a later batch landed
+    records before this batch's last landing run (:func:`overtaken_by`)."""
     resolved = batch_resolved(ctx, source)
     at = None if resolved is None else min(resolved, _utc(interval_end))
     published, since = newest_published(ctx, source)
@@ -198,6 +201,15 @@ def decide(
             blocked,
         )
         at = None
+    overtaken = overtaken_by(ctx, source) if at is not None else []
+    if overtaken:
+        log.warning(
+            "no cut for %s: later batches %s landed records before this batch's last landing"
+            " run, whose resolved timestamp counts them (their runs' cuts take its changes)",
+            source,
+            overtaken,
+        )
+        at = None
     return Cut(
         at=at,
         interval_start=None if interval_start is None else _utc(interval_start),
@@ -205,8 +217,29 @@ def decide(
         heuristic=fmt not in IN_BAND_RESOLVED,
         published=published,
         blocked_by=tuple(blocked),
+        overtaken_by=tuple(overtaken),
         fresh=published is None and not landed_before(ctx, source),
     )
+
+
+def overtaken_by(ctx: JobContext, source: str) -> list[str]:
+    """Later batches of the source that landed records before this batch's last landing run
+    (a lower landing sequence: runs of two intervals at once, the earlier one landing again
+    after the later one). The resolved timestamp this batch's last run left counts their
+    records, which this run does not apply, and some may lie below it: a cut there would
+    publish a state without them. Partitions of later batches only (usually none)."""
+    raw = ctx.spark.read.format("delta").load(ctx.warehouse.raw)
+    mine = raw.where((F.col("source") == source) & (F.col("batch_id") == ctx.batch_id))
+    last = mine.agg(F.max("land_seq")).first()
+    if last is None or last[0] is None:
+        return []
+    later = raw.where(
+        (F.col("source") == source)
+        & (F.col("batch_id") > ctx.batch_id)
+        & (F.col("kind") == RECORD)
+        & (F.col("land_seq") < F.lit(int(last[0])))
+    )
+    return sorted(r[0] for r in later.select("batch_id").distinct().collect())
 
 
 def earlier_records(ctx: JobContext, source: str, since: str | None = None) -> DataFrame:

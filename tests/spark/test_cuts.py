@@ -451,6 +451,30 @@ def test_a_change_without_a_commit_time_waits_behind_the_held_changes_of_its_par
     assert nothing.count() == 0 and everything.count() == 13
 
 
+def test_a_batch_landed_again_after_a_later_one_publishes_no_cut_without_its_records(
+    spark: Any, warehouse: str, tmp_path: Path
+) -> None:
+    """Runs of two intervals at once: h0's landing stops short, h1's lands the next records
+    (committed in hour 0), then h0's lands the rest. The resolved timestamp h0's last run
+    left counts h1's records, which h0's apply does not take: a cut at 01:00 would publish
+    hour 0 without them. h0 publishes none; h1's run takes every change and cuts at 02:00."""
+    dump = str(tmp_path / "dump")
+    texts = [record(c) for c in CHANGES]  # five in hour 0, then three in hour 1
+    arrivals = int(at(3, 0).timestamp()) * 1_000_000  # landed after both hours
+    for batch, upto in (("h0", 2), ("h1", 5), ("h0", 8)):  # one file, growing
+        write_ndjson(texts[:upto], dump, 1, arrivals)
+        land_dump(warehouse, dump, batch, source="cdc")
+    first = apply(warehouse, "h0", at(1, 0))
+    if "published" in first["cut"]:  # what a cut publishes is the state at its time
+        assert tables_at(spark, warehouse) == state_as_of(CHANGES, at(1, 0))
+    assert first["cut"]["overtaken_by"] == ["h1"] and "published" not in first["cut"]
+    assert first["accounting"]["pending"] == 5 and balanced(first)
+    second = apply(warehouse, "h1", at(2, 0))
+    assert second["cut"]["published"]["cut_at"] == at(2, 0).isoformat()
+    assert tables_at(spark, warehouse) == state_as_of(CHANGES, at(2, 0))
+    assert balanced(second) and second["accounting"]["unprocessed"] == 0
+
+
 @pytest.mark.slow
 def test_runs_killed_before_holding_and_before_publishing_are_finished_by_their_reruns(
     spark: Any, warehouse: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
