@@ -49,6 +49,17 @@ if TYPE_CHECKING:
     from openlineage.client.event_v2 import InputDataset, OutputDataset
 
 
+def cut_reaches(stats: dict[str, Any], end: dt.datetime | None) -> bool:
+    """Whether the run's published cut (or the one it pointed at again) is at or past
+    ``end``, the data interval's end: only then are its tables the state as of that end (a
+    run blocked or capped by the resolved timestamp publishes none, or one before it)."""
+    published = (stats.get("cut") or {}).get("published") or {}
+    cut_at = published.get("cut_at")
+    if not cut_at or end is None:
+        return False
+    return dt.datetime.fromisoformat(cut_at) >= end
+
+
 class ApplyChangesOperator(SparkJobOperator):
     """Parse, reassemble, order and MERGE one landed batch of a source into its Delta tables.
 
@@ -217,10 +228,21 @@ class ApplyChangesOperator(SparkJobOperator):
         start = context.get("data_interval_start")
         if events is None:
             return stats
+        complete = True
+        if self.consistent_cut:
+            complete = cut_reaches(stats, context.get("data_interval_end"))
+            if not complete:
+                self.log.warning(
+                    "the run published no cut at the data interval's end: its tables' events"
+                    " say interval_complete false%s",
+                    " and add no partition" if self.partitioned_events else "",
+                )
         for table, asset in self.table_assets.items():
             event = events[asset]
             event.extra.update(event_extra(stats, table, self.source))
-            if self.partitioned_events and start is not None:
+            if self.consistent_cut:
+                event.extra["interval_complete"] = complete
+            if self.partitioned_events and start is not None and complete:
                 event.add_partitions(partition_key(start))
         return stats
 

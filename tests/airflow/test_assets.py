@@ -118,3 +118,38 @@ def test_an_event_carries_the_batch_the_counts_and_the_cut_version() -> None:
 def test_an_event_partition_is_the_interval_start_in_utc() -> None:
     start = dt.datetime(2026, 1, 1, 3, tzinfo=dt.timezone(dt.timedelta(hours=2)))
     assert partition_key(start) == "2026-01-01T01:00:00"
+
+
+def test_a_run_whose_cut_misses_its_interval_end_announces_no_partition() -> None:
+    """With a consistent cut, the events say whether the tables are the state as of the
+    interval's end; a run that published no cut there (blocked, or capped by the resolved
+    timestamp) adds no partition: a task for that hour must not run on it."""
+    from airflow.sdk.execution_time.context import OutletEventAccessors
+
+    start = dt.datetime(2026, 1, 1, 1, tzinfo=dt.UTC)
+    end = start + dt.timedelta(hours=1)
+    op = ApplyChangesOperator(
+        task_id="a",
+        warehouse="/wh",
+        source="s",
+        ddl=DDL,
+        consistent_cut=True,
+        partitioned_events=True,
+    )
+
+    def announced(cut: dict[str, object]) -> list[tuple[bool, set[str]]]:
+        events = OutletEventAccessors()
+        stats = {"batch_id": end.isoformat(), "tables": {}, "cut": cut}
+        context = {"outlet_events": events, "data_interval_start": start, "data_interval_end": end}
+        op.report(stats, context)  # type: ignore[arg-type]
+        return [
+            (events[a].extra["interval_complete"], events[a].partition_keys)
+            for a in op.table_assets.values()
+        ]
+
+    whole = (True, {partition_key(start)})
+    reached = {"published": {"cut_at": end.isoformat(), "tables": {}}}
+    assert announced(reached) == [whole] * len(op.table_assets)
+    short = {"published": {"cut_at": (end - dt.timedelta(minutes=5)).isoformat(), "tables": {}}}
+    assert announced(short) == [(False, set())] * len(op.table_assets)
+    assert announced({"blocked_by": ["b0"]}) == [(False, set())] * len(op.table_assets)
