@@ -108,14 +108,16 @@ def bookkeeping_location(warehouse: str, *parts: str) -> str:
 
 
 def resolved_state_path(warehouse: str, source: str) -> str:
-    """Where the landing job records the resolved timestamp of ``source`` (JSON)."""
-    return bookkeeping_location(warehouse, "resolved", f"{source}.json")
+    """Where the landing job records the resolved timestamp of ``source`` (JSON); a source
+    that is no plain name (:func:`check_source`) names none."""
+    return bookkeeping_location(warehouse, "resolved", f"{check_source(source)}.json")
 
 
 def published_cut_path(warehouse: str, source: str) -> str:
     """Where the apply job points at the newest cut it published for ``source`` (JSON: the
-    cut, the interval, and each table's location and Delta version)."""
-    return bookkeeping_location(warehouse, "cut", f"{source}.json")
+    cut, the interval, and each table's location and Delta version); a source that is no
+    plain name (:func:`check_source`) names none."""
+    return bookkeeping_location(warehouse, "cut", f"{check_source(source)}.json")
 
 
 def cache_dir() -> Path:

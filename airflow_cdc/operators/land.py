@@ -180,6 +180,8 @@ class KafkaLanding(Landing):
         )
 
     def job_args(self, record_format: str | None = None) -> list[str]:
+        if isinstance(self.topics, str):  # a string is a sequence of one-letter topics
+            raise ValueError(f"topics must be a list of topic names, got {self.topics!r}")
         if not self.topics:
             raise ValueError("topics must name at least one topic")
         if self.max_records_per_partition < 1:

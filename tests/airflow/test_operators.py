@@ -262,6 +262,9 @@ def test_kafka_landing_arguments_and_client_config_from_the_connection(monkeypat
     assert json.loads(op.job_env()["AIRFLOW_CDC_KAFKA_CONFIG"]) == {"security.protocol": "SSL"}
     with pytest.raises(ValueError, match="topics"):
         LandKafkaOperator(task_id="x", warehouse="/wh", topics=[], kafka_conn_id="kaf").job_args({})
+    one = LandKafkaOperator(task_id="x", warehouse="/wh", topics="orders", kafka_conn_id="kaf")
+    with pytest.raises(ValueError, match="topics must be a list of topic names, got 'orders'"):
+        one.job_args({})
 
 
 def test_file_layouts_for_kafka_dumps_and_sink_files() -> None:

@@ -37,6 +37,24 @@ def test_poke_waits_until_resolved_passes_the_interval_end(tmp_path: Path) -> No
     assert sensor.poke({}) is True
 
 
+@pytest.mark.parametrize("wait_for", ["resolved", "cut"])
+def test_a_source_that_is_no_plain_name_is_a_clear_error(tmp_path: Path, wait_for: str) -> None:
+    """A source such as ``a/../b`` would make the sensor read another source's state."""
+    (tmp_path / "_cdc" / "resolved").mkdir(parents=True)
+    (tmp_path / "_cdc" / "b.json").write_text(
+        json.dumps({"source": "b", "resolved_ts": "2026-01-02T00:00:00+00:00"})
+    )
+    sensor = ResolvedTimestampSensor(
+        task_id="w",
+        warehouse=str(tmp_path),
+        source="../b",
+        target="2026-01-01T01:00:00+00:00",
+        wait_for=wait_for,
+    )
+    with pytest.raises(ValueError, match="source must match"):
+        sensor.poke({})
+
+
 def test_bad_target_is_a_clear_error_at_execution(tmp_path: Path) -> None:
     sensor = _sensor(tmp_path, "{{ not rendered }}")  # construction never validates
     with pytest.raises(ValueError, match="target must be an ISO 8601 time"):

@@ -428,5 +428,6 @@ def test_a_stopped_try_stops_the_job_it_submitted(tmp_path, monkeypatch) -> None
         assert not driver.is_running() or driver.status() == psutil.STATUS_ZOMBIE
     finally:
         for child in psutil.Process().children(recursive=True):
-            if any("stop-me" in part or str(app) in part for part in child.cmdline()):
-                child.kill()
+            with contextlib.suppress(psutil.Error):  # gone, or a zombie
+                if any("stop-me" in part or str(app) in part for part in child.cmdline()):
+                    child.kill()
