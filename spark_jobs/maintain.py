@@ -58,6 +58,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import math
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -101,7 +102,7 @@ from spark_jobs.warehouse import PROGRESS, RECORD, JobContext
 log = logging.getLogger("airflow_cdc.jobs")
 
 JOB_NAME = "maintain"
-JOB_VERSION = "1.4.3"
+JOB_VERSION = "1.4.4"
 # Delta clusters by at most four columns.
 MAX_CLUSTERING_COLUMNS = 4
 
@@ -238,6 +239,13 @@ LOG_RETENTION = "delta.logRetentionDuration"
 DEFAULT_LOG_RETENTION_HOURS = 30 * 24.0
 
 
+def retention_hours(properties: dict[str, str]) -> float | None:
+    """The table's deleted-file retention in hours, as :func:`keep_removed_files` sets it
+    (``interval <n> hours``); ``None`` at Delta's default or in another form."""
+    found = re.fullmatch(r"interval (\d+) hours", properties.get(FILE_RETENTION, ""))
+    return float(found.group(1)) if found else None
+
+
 def keep_removed_files(
     ctx: JobContext, path: str, hours: float, properties: dict[str, str]
 ) -> None:
@@ -369,9 +377,17 @@ def maintain_table(
     where: str | None = None,
     keys: tuple[str, ...] = (),
     cluster_above: int = CLUSTER_ABOVE_BYTES,
+    shared: bool = False,
     **extra: int,
 ) -> dict[str, Any]:
+    """Compact and vacuum the table (clustered by ``keys`` past ``cluster_above`` bytes).
+    ``shared``: a table every source's maintenance keeps (the bookkeeping), whose file
+    retention only grows, to the longest any source asked for: sources with different
+    retentions would otherwise change the property back and forth, a metadata commit that
+    conflicts with the other jobs' appends, and one source's VACUUM would cut another's."""
     before = detail(ctx, path)
+    if shared:
+        vacuum_hours = max(vacuum_hours, retention_hours(before["properties"]) or 0.0)
     keep_removed_files(ctx, path, vacuum_hours, before["properties"])
     clustered = cluster(ctx, path, keys, before, cluster_above) if keys else {}
     compacted = compact(ctx, path, where)
@@ -552,7 +568,9 @@ def run(ctx: JobContext, args: Any) -> dict[str, Any]:
     def bookkeeping(name: str, path: str) -> dict[str, Any]:
         if not table_exists(ctx.spark, path):
             return {}
-        return {name: maintain_table(ctx, path, args.vacuum_retention_hours, where=mine)}
+        return {
+            name: maintain_table(ctx, path, args.vacuum_retention_hours, where=mine, shared=True)
+        }
 
     work: list[Callable[[], dict[str, Any]]] = [
         *(partial(declared, spec) for spec in specs),

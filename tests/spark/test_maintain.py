@@ -338,6 +338,13 @@ def test_vacuum_takes_the_table_s_retention_and_skips_a_table_with_no_file_that_
     maintain.keep_removed_files(ctx, path, 1000, properties)
     assert versions() == before + 1
     assert maintain.vacuum(ctx, path, 1000) == 0 and orphan.exists()  # younger than 1000 h
+    # A bookkeeping table every source keeps: a source asking for less keeps the longest
+    # (no commit, no VACUUM cutting another source's retention short).
+    kept = maintain.maintain_table(ctx, path, 168, shared=True)
+    assert kept["vacuum_retention_hours"] == 1000 and orphan.exists()
+    assert maintain.detail(ctx, path)["properties"][maintain.FILE_RETENTION] == (
+        "interval 1000 hours"
+    )
 
 
 def test_vacuum_keeps_every_file_an_old_newest_cut_reads() -> None:
