@@ -102,7 +102,7 @@ from spark_jobs.warehouse import PROGRESS, RECORD, JobContext
 log = logging.getLogger("airflow_cdc.jobs")
 
 JOB_NAME = "maintain"
-JOB_VERSION = "1.4.4"
+JOB_VERSION = "1.4.5"
 # Delta clusters by at most four columns.
 MAX_CLUSTERING_COLUMNS = 4
 
@@ -430,7 +430,8 @@ def expired_records(
 
 def open_records(ctx: JobContext, source: str) -> list[DataFrame]:
     """``record_id`` of every record in the source's open state (the open fragment sets of
-    ``_cdc/pending``, the members of ``_cdc/held``)."""
+    ``_cdc/pending``, the members of ``_cdc/held``, the END events ``_cdc/transactions``
+    carries)."""
     frames = []
     wh = ctx.warehouse
     if table_exists(ctx.spark, wh.pending):
@@ -441,6 +442,9 @@ def open_records(ctx: JobContext, source: str) -> list[DataFrame]:
     if table_exists(ctx.spark, wh.held):
         held = ctx.spark.read.format("delta").load(wh.held).where(F.col("source") == source)
         frames.append(member_ids(held))
+    if table_exists(ctx.spark, wh.transactions):
+        ends = ctx.spark.read.format("delta").load(wh.transactions)
+        frames.append(ends.where(F.col("source") == source).select("record_id"))
     return frames
 
 

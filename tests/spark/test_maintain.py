@@ -262,12 +262,13 @@ def test_compaction_while_an_apply_runs(
 
 def test_records_the_open_state_still_holds_never_expire(spark: Any, warehouse: str) -> None:
     """An apply that died after its ledger append, before rewriting the open state, leaves
-    records final in the ledger and still open (a fragment set) or held (a change past a
-    cut); its re-run decides by the ledger, so expiry must keep their entries."""
+    records final in the ledger and still open (a fragment set), held (a change past a
+    cut) or carried (a transaction's END event, control in the ledger); its re-run decides
+    by the ledger, so expiry must keep their entries."""
     old = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
     entries = [
         (rid, "applied", None, "apply_changes", "r", old, "src", "b1")
-        for rid in ("fragment", "held", "done")
+        for rid in ("fragment", "held", "end", "done")
     ]
     spark.createDataFrame(entries, ledger.LEDGER_SCHEMA).write.format("delta").save(
         f"{warehouse}/_cdc/ledger"
@@ -281,6 +282,9 @@ def test_records_the_open_state_still_holds_never_expire(spark: Any, warehouse: 
         "record_id STRING, members ARRAY<STRUCT<record_id: STRING, batch_id: STRING>>,"
         " source STRING",
     ).write.format("delta").save(f"{warehouse}/_cdc/held")
+    spark.createDataFrame(  # a transaction's END event carried for its transaction
+        [("end", "src")], "record_id STRING, source STRING"
+    ).write.format("delta").save(f"{warehouse}/_cdc/transactions")
     ctx = JobContext(spark, Warehouse(warehouse), "m", "r", "maintain", maintain.JOB_VERSION)
     day = dt.timedelta(days=1)
     expired = maintain.expired_records(ctx, "src", old + 30 * day, day, day)
