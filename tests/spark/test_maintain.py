@@ -8,12 +8,13 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import json
+import random
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from cdc_demo.dsql_stream import DDL, generate, write_ndjson
+from cdc_demo.dsql_stream import DDL, envelope, generate, write_ndjson
 from spark_jobs import ledger, maintain
 from spark_jobs.warehouse import JobContext, Warehouse
 from tests.spark.pipeline import land_dump, process
@@ -418,26 +419,7 @@ def test_a_tombstone_stays_while_an_older_change_landed_before_it_is_undecided(
     def change(op: str, seconds: int) -> str:
         ts_ns = int((at + dt.timedelta(seconds=seconds)).timestamp()) * 10**9
         row = {"id": 1, "name": "one"}
-        return json.dumps(
-            {
-                "type": "full",
-                "op": op,
-                "before": row if op == "d" else None,
-                "after": None if op == "d" else row,
-                "source": {
-                    "version": "1.0",
-                    "ts_ms": ts_ns // 10**6,
-                    "ts_ns": ts_ns,
-                    "txId": "tx",
-                    "schema": "public",
-                    "table": "accounts",
-                    "db": "postgres",
-                    "cluster": "c1",
-                },
-                "ts_ms": ts_ns // 10**6,
-                "ts_ns": ts_ns,
-            }
-        )
+        return json.dumps(envelope(op, "accounts", ts_ns, row, random.Random(seconds)))
 
     for batch, op, seconds in (("b1", "c", 0), ("b2", "d", 10)):
         arrival_us = int((at + dt.timedelta(seconds=seconds + 1)).timestamp()) * 10**6
