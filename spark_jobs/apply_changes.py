@@ -74,7 +74,7 @@ from spark_jobs.warehouse import RECORD, JobContext
 
 log = logging.getLogger("airflow_cdc.jobs")
 JOB_NAME = "apply_changes"
-JOB_VERSION = "2.8.20"
+JOB_VERSION = "2.8.21"
 
 
 @dataclass(frozen=True)
@@ -490,7 +490,7 @@ def hold_changes(
         if cut.blocked_by:
             why = f"earlier batches {list(cut.blocked_by)} have undecided records"
         elif cut.overtaken_by:
-            why = f"later batches {list(cut.overtaken_by)} landed before its last landing"
+            why = f"later batches {list(cut.overtaken_by)} capped it"
         elif cut.at is None:
             why = "this batch's landing left no resolved timestamp"
         elif cut.waiting_for:

@@ -70,7 +70,7 @@ class Cut:
     published: dt.datetime | None  # the newest cut published before this run
     blocked_by: tuple[str, ...] = ()  # earlier batches with undecided records
     waiting_for: tuple[str, ...] = ()  # incomplete transactions that lowered the cut
-    overtaken_by: tuple[str, ...] = ()  # later batches landed before this one's last run
+    overtaken_by: tuple[str, ...] = ()  # later batches that capped the cut
     fresh: bool = False  # no cut published and no earlier batch of the source landed
 
     @property
@@ -104,13 +104,17 @@ def _utc(value: dt.datetime) -> dt.datetime:
     return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
 
 
-def batch_resolved(ctx: JobContext, source: str) -> dt.datetime | None:
+def batch_resolved(
+    ctx: JobContext, source: str, before_run: int | None = None
+) -> dt.datetime | None:
     """The resolved timestamp as the landing run of this batch left it: every change
-    committed before it was landed in this batch or an earlier one.
+    committed before it was landed in this batch or an earlier one. With ``before_run``, as
+    the landing run before that landing sequence left it (whatever its batch).
 
     The source's state file holds the newest landing run's; when a later batch has landed
-    since, this batch's own checkpoint rows (its shards' horizons) give it, less the lateness
-    that the newest run subtracted (its shards' horizons against its resolved timestamp)."""
+    since (or ``before_run`` asks for an earlier run), that run's checkpoint rows (its
+    shards' horizons) give it, less the lateness that the newest run subtracted (its shards'
+    horizons against its resolved timestamp)."""
     text = read_text(ctx, ctx.warehouse.resolved_file(source))
     if text is None:
         return None
@@ -120,7 +124,7 @@ def batch_resolved(ctx: JobContext, source: str) -> dt.datetime | None:
         log.warning("no cut for %s: %s", source, err)
         return None
     state = json.loads(text)
-    if state.get("batch_id") == ctx.batch_id:
+    if state.get("batch_id") == ctx.batch_id and before_run is None:
         return newest
     shards = [
         ShardProgress(
@@ -136,14 +140,15 @@ def batch_resolved(ctx: JobContext, source: str) -> dt.datetime | None:
     if before is None:
         return None
     lateness = max(0, before - to_micros(newest))
+    progress_of = (F.col("source") == source) & (F.col("kind") == PROGRESS)
+    if before_run is None:
+        progress_of = progress_of & (F.col("batch_id") == ctx.batch_id)
+    else:  # landing sequences follow one another: the run before is before_run - 1
+        progress_of = progress_of & (F.col("land_seq") == before_run - 1)
     rows = (
         ctx.spark.read.format("delta")
         .load(ctx.warehouse.raw)
-        .where(
-            (F.col("source") == source)
-            & (F.col("batch_id") == ctx.batch_id)
-            & (F.col("kind") == PROGRESS)
-        )
+        .where(progress_of)
         .select("shard_id", horizon_us(), "shard_closed", "land_seq")
         .collect()
     )
@@ -188,7 +193,7 @@ def decide(
 ) -> Cut:
     """The run's cut: the resolved timestamp this batch's landing left
     (:func:`batch_resolved`), capped by ``interval_end``; no cut while an earlier batch has
-    records no run has decided (:func:`unfinished_batches`), nor when a later batch landed
+    records no run has decided (:func:`unfinished_batches`); capped where a later batch landed
     records before this batch's last landing run (:func:`overtaken_by`)."""
     resolved = batch_resolved(ctx, source)
     at = None if resolved is None else min(resolved, _utc(interval_end))
@@ -201,15 +206,17 @@ def decide(
             blocked,
         )
         at = None
-    overtaken = overtaken_by(ctx, source) if at is not None else []
-    if overtaken:
+    overtaken, first = overtaken_by(ctx, source) if at is not None else ([], None)
+    if first is not None and at is not None:
+        capped = batch_resolved(ctx, source, before_run=first)
         log.warning(
-            "no cut for %s: later batches %s landed records before this batch's last landing"
-            " run, whose resolved timestamp counts them (their runs' cuts take its changes)",
+            "cut of %s capped at %s: later batches %s landed records before this batch's last"
+            " landing run, whose resolved timestamp counts them",
             source,
+            capped,
             overtaken,
         )
-        at = None
+        at = None if capped is None else min(at, capped)
     return Cut(
         at=at,
         interval_start=None if interval_start is None else _utc(interval_start),
@@ -222,24 +229,28 @@ def decide(
     )
 
 
-def overtaken_by(ctx: JobContext, source: str) -> list[str]:
-    """Later batches of the source that landed records before this batch's last landing run
-    (a lower landing sequence: runs of two intervals at once, the earlier one landing again
-    after the later one). The resolved timestamp this batch's last run left counts their
-    records, which this run does not apply, and some may lie below it: a cut there would
-    publish a state without them. Partitions of later batches only (usually none)."""
+def overtaken_by(ctx: JobContext, source: str) -> tuple[list[str], int | None]:
+    """(later batches of the source that landed records before this batch's last landing
+    run, the first landing sequence of such a record): runs of two intervals at once, the
+    earlier one landing again after the later one. The resolved timestamp this batch's last
+    run left counts their records, which this run does not apply: the cut goes no further
+    than the landing run before the first of them left it. Partitions of later batches
+    only (usually none)."""
     raw = ctx.spark.read.format("delta").load(ctx.warehouse.raw)
     mine = raw.where((F.col("source") == source) & (F.col("batch_id") == ctx.batch_id))
     last = mine.agg(F.max("land_seq")).first()
     if last is None or last[0] is None:
-        return []
+        return [], None
     later = raw.where(
         (F.col("source") == source)
         & (F.col("batch_id") > ctx.batch_id)
         & (F.col("kind") == RECORD)
         & (F.col("land_seq") < F.lit(int(last[0])))
     )
-    return sorted(r[0] for r in later.select("batch_id").distinct().collect())
+    found = later.groupBy("batch_id").agg(F.min("land_seq").alias("first")).collect()
+    if not found:
+        return [], None
+    return sorted(r["batch_id"] for r in found), min(int(r["first"]) for r in found)
 
 
 def earlier_records(ctx: JobContext, source: str, since: str | None = None) -> DataFrame:

@@ -139,10 +139,15 @@ def delta_rs_state(cut: PublishedCut) -> dict[str, dict[int, dict[str, Any]]]:
 
 
 def tables_at(spark: Any, warehouse: str) -> dict[str, dict[int, dict[str, Any]]]:
-    return {
-        name: rows_of(spark.read.format("delta").load(f"{warehouse}/public/{name}"), columns)
-        for name, columns in COLUMNS.items()
-    }
+    """Each table's rows (none for a table no change has created yet)."""
+    from delta.tables import DeltaTable
+
+    found = {}
+    for name, columns in COLUMNS.items():
+        path = f"{warehouse}/public/{name}"
+        exists = DeltaTable.isDeltaTable(spark, path)
+        found[name] = rows_of(spark.read.format("delta").load(path), columns) if exists else {}
+    return found
 
 
 def apply(warehouse: str, batch: str, cut: dt.datetime) -> dict[str, Any]:
@@ -451,27 +456,31 @@ def test_a_change_without_a_commit_time_waits_behind_the_held_changes_of_its_par
     assert nothing.count() == 0 and everything.count() == 13
 
 
-def test_a_batch_landed_again_after_a_later_one_publishes_no_cut_without_its_records(
+def test_a_batch_landed_again_after_a_later_one_cuts_where_its_records_end(
     spark: Any, warehouse: str, tmp_path: Path
 ) -> None:
     """Runs of two intervals at once: h0's landing stops short, h1's lands the next records
     (committed in hour 0), then h0's lands the rest. The resolved timestamp h0's last run
-    left counts h1's records, which h0's apply does not take: a cut at 01:00 would publish
-    hour 0 without them. h0 publishes none; h1's run takes every change and cuts at 02:00."""
+    left counts h1's records, which h0's apply does not take: its cut goes no further than
+    the landing run before h1's records left it, and every cut published is the source's
+    state at its time (a cut at 01:00 would lack h1's records)."""
     dump = str(tmp_path / "dump")
     texts = [record(c) for c in CHANGES]  # five in hour 0, then three in hour 1
-    arrivals = int(at(3, 0).timestamp()) * 1_000_000  # landed after both hours
-    for batch, upto in (("h0", 2), ("h1", 5), ("h0", 8)):  # one file, growing
-        write_ndjson(texts[:upto], dump, 1, arrivals)
+    for batch, since, upto in (("h0", 0, 2), ("h1", 2, 5), ("h0", 5, 8)):  # one file, growing
+        # The new lines arrive a second after the newest of their commits (1 ms a line).
+        first_us = int(CHANGES[upto - 1][0].timestamp() + 1) * 1_000_000 - since * 1000
+        write_ndjson(texts[:upto], dump, 1, first_us)
         land_dump(warehouse, dump, batch, source="cdc")
     first = apply(warehouse, "h0", at(1, 0))
-    if "published" in first["cut"]:  # what a cut publishes is the state at its time
-        assert tables_at(spark, warehouse) == state_as_of(CHANGES, at(1, 0))
-    assert first["cut"]["overtaken_by"] == ["h1"] and "published" not in first["cut"]
-    assert first["accounting"]["pending"] == 5 and balanced(first)
+    assert first["cut"]["overtaken_by"] == ["h1"]
+    cut_at = dt.datetime.fromisoformat(first["cut"]["published"]["cut_at"])
+    assert at(0, 10) < cut_at < at(0, 40)  # where run 1's records end
+    assert tables_at(spark, warehouse) == state_as_of(CHANGES, cut_at)
+    assert balanced(first)
     second = apply(warehouse, "h1", at(2, 0))
-    assert second["cut"]["published"]["cut_at"] == at(2, 0).isoformat()
-    assert tables_at(spark, warehouse) == state_as_of(CHANGES, at(2, 0))
+    cut_at = dt.datetime.fromisoformat(second["cut"]["published"]["cut_at"])
+    assert at(0, 50) < cut_at < at(1, 5)  # where h1's landing run left the source
+    assert tables_at(spark, warehouse) == state_as_of(CHANGES, cut_at)
     assert balanced(second) and second["accounting"]["unprocessed"] == 0
 
 
