@@ -102,7 +102,7 @@ from spark_jobs.warehouse import PROGRESS, RECORD, JobContext
 log = logging.getLogger("airflow_cdc.jobs")
 
 JOB_NAME = "maintain"
-JOB_VERSION = "1.4.5"
+JOB_VERSION = "1.4.6"
 # Delta clusters by at most four columns.
 MAX_CLUSTERING_COLUMNS = 4
 
@@ -116,33 +116,31 @@ def resolved_time(ctx: JobContext, source: str) -> dt.datetime | None:
         return None
 
 
-def undecided_since(ctx: JobContext, source: str) -> tuple[bool, dt.datetime | None]:
-    """(whether the source has landed records no run has made final, the earliest arrival
-    among them): a change such a record holds can still be applied, and be older than a
-    tombstone that the resolved timestamp alone would let go (a batch whose apply failed a
-    day ago, a change held or waiting for its fragments). The arrival bounds the change's
-    commit time from above; ``None`` where one of them has no arrival time."""
+def undecided_since(ctx: JobContext, source: str) -> dt.datetime | None:
+    """The earliest arrival among the source's landed records that no run has made final
+    (``None`` when there is none): a change such a record holds can still be applied, and be
+    older than a tombstone that the resolved timestamp alone would let go (a batch whose
+    apply failed a day ago, a change held or waiting for its fragments). The arrival bounds
+    the change's commit time from above; for a record landed without one (a ``lines``
+    file's), so does the time its raw file was written (at landing, or later by compaction)."""
     wh = ctx.warehouse
     if not table_exists(ctx.spark, wh.raw):
-        return False, None
+        return None
     mine = (F.col("source") == source) & (F.col("kind") == RECORD)
     records = ctx.spark.read.format("delta").load(wh.raw).where(mine)
-    records = records.select("record_id", "batch_id", "arrival_ts")
+    written = F.col("_metadata.file_modification_time")
+    records = records.select(
+        "record_id", "batch_id", F.coalesce("arrival_ts", written).alias("arrival_ts")
+    )
     if table_exists(ctx.spark, wh.ledger):
         final = ctx.spark.read.format("delta").load(wh.ledger)
         final = final.where((F.col("source") == source) & (F.col("status") != ledger.PENDING))
         records = records.join(
             final.select("record_id", "batch_id"), ["record_id", "batch_id"], "left_anti"
         )
-    found = records.agg(
-        F.count(F.lit(1)).alias("records"),
-        F.count_if(F.col("arrival_ts").isNull()).alias("untimed"),
-        # As microseconds: a collected TIMESTAMP is naive in the driver's local zone.
-        F.unix_micros(F.min("arrival_ts")).alias("earliest"),
-    ).first()
-    if found is None or not found["records"]:
-        return False, None
-    return True, None if found["untimed"] else from_micros(found["earliest"])
+    # As microseconds: a collected TIMESTAMP is naive in the driver's local zone.
+    found = records.agg(F.unix_micros(F.min("arrival_ts"))).first()
+    return None if found is None else from_micros(found[0])
 
 
 def purge_tombstones(
@@ -523,9 +521,9 @@ def run(ctx: JobContext, args: Any) -> dict[str, Any]:
     horizon = resolved
     if cuts.oldest_at is not None and resolved is not None:
         horizon = min(resolved, cuts.oldest_at + retention)
-    waiting, since = undecided_since(ctx, source)
-    if waiting and horizon is not None:
-        horizon = None if since is None else min(horizon, since)
+    since = undecided_since(ctx, source)
+    if since is not None and horizon is not None:
+        horizon = min(horizon, since)
     stats["tombstone_horizon"] = None if horizon is None else (horizon - retention).isoformat()
     tables: dict[str, Any] = {}
 

@@ -437,3 +437,21 @@ def test_a_tombstone_stays_while_an_older_change_landed_before_it_is_undecided(
     assert (one["applied"], one["superseded"]) == (0, 1)
     table = spark.read.format("delta").load(f"{warehouse}/public/accounts")
     assert [(r["id"], r["_cdc_deleted"]) for r in table.collect()] == [(1, True)]
+
+
+def test_an_undecided_record_without_an_arrival_time_bounds_the_purge_by_its_landing(
+    spark: Any, warehouse: str, tmp_path: Path
+) -> None:
+    """A ``lines`` file's records land without an arrival time: the time their raw file was
+    written bounds their commit time instead, so that tombstones older than it still go."""
+    lines = tmp_path / "sink"
+    lines.mkdir()
+    (lines / "part-0.ndjson").write_text('{"after": {"id": 1}, "key": [1]}\n')
+    before = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=1)
+    land_dump(warehouse, str(lines), "b1", source="sink", layout="lines", fmt="cockroachdb")
+    raw = spark.read.format("delta").load(f"{warehouse}/_cdc/raw").where("kind = 'record'")
+    assert [r["arrival_ts"] for r in raw.collect()] == [None]
+    ctx = JobContext(spark, Warehouse(warehouse), "m", "r", "maintain", maintain.JOB_VERSION)
+    since = maintain.undecided_since(ctx, "sink")
+    assert since is not None and before <= since <= dt.datetime.now(dt.UTC)
+    assert maintain.undecided_since(ctx, "other") is None
