@@ -50,14 +50,25 @@ if TYPE_CHECKING:
 
 
 def cut_reaches(stats: dict[str, Any], end: dt.datetime | None) -> bool:
-    """Whether the run's published cut (or the one it pointed at again) is at or past
-    ``end``, the data interval's end: only then are its tables the state as of that end (a
-    run blocked or capped by the resolved timestamp publishes none, or one before it)."""
-    published = (stats.get("cut") or {}).get("published") or {}
-    cut_at = published.get("cut_at")
-    if not cut_at or end is None:
+    """Whether a published cut holds the state as of ``end`` (the cut the run asked for,
+    its data interval's end by default): the run's own (or the one it pointed at again), or
+    a later one published before it (a re-run after a later interval's run cut past it). A
+    run blocked, or capped short of ``end``, publishes none or an earlier one."""
+    if end is None:
         return False
-    return dt.datetime.fromisoformat(cut_at) >= end
+    cut = stats.get("cut") or {}
+    published = (cut.get("published") or {}).get("cut_at")
+    reached = [t for t in (published, cut.get("published_before")) if t]
+    return any(dt.datetime.fromisoformat(t) >= end for t in reached)
+
+
+def _instant(text: Any) -> dt.datetime | None:
+    """A rendered ISO 8601 time (UTC when it names no offset); ``None`` for anything else."""
+    try:
+        moment = dt.datetime.fromisoformat(str(text))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=dt.UTC)
 
 
 class ApplyChangesOperator(SparkJobOperator):
@@ -230,10 +241,11 @@ class ApplyChangesOperator(SparkJobOperator):
             return stats
         complete = True
         if self.consistent_cut:
-            complete = cut_reaches(stats, context.get("data_interval_end"))
+            end = _instant(self.cut_at) or context.get("data_interval_end")
+            complete = cut_reaches(stats, end)
             if not complete:
                 self.log.warning(
-                    "the run published no cut at the data interval's end: its tables' events"
+                    "no published cut reaches the run's cut time: its tables' events"
                     " say interval_complete false%s",
                     " and add no partition" if self.partitioned_events else "",
                 )

@@ -153,3 +153,10 @@ def test_a_run_whose_cut_misses_its_interval_end_announces_no_partition() -> Non
     short = {"published": {"cut_at": (end - dt.timedelta(minutes=5)).isoformat(), "tables": {}}}
     assert announced(short) == [(False, set())] * len(op.table_assets)
     assert announced({"blocked_by": ["b0"]}) == [(False, set())] * len(op.table_assets)
+    # A re-run after a later interval's run published a cut past this one's end.
+    later = {"published_before": (end + dt.timedelta(hours=1)).isoformat()}
+    assert announced(later) == [whole] * len(op.table_assets)
+    # A cut time of the DAG's own, before the interval's end: reached at that time.
+    op.cut_at = (end - dt.timedelta(minutes=30)).isoformat()
+    half = {"published": {"cut_at": op.cut_at, "tables": {}}}
+    assert announced(half) == [whole] * len(op.table_assets)
