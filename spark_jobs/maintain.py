@@ -270,12 +270,13 @@ def keep_removed_files(
 @dataclass(frozen=True)
 class RetainedCuts:
     """The published cuts younger than the cut retention (and the newest, whatever its age):
-    the oldest one's time, per table the oldest Delta version any of them references, and
-    when the first of them was published."""
+    the oldest one's time, per table the oldest Delta version any of them references, when
+    the first of them was published, and the newest one's time (microseconds)."""
 
     oldest_at: dt.datetime | None
     versions: dict[str, int]
     first_published: dt.datetime | None = None
+    newest_us: int | None = None
 
 
 def kept_since_hours(published: dt.datetime | None, now: dt.datetime) -> float:
@@ -299,11 +300,12 @@ def retained_cuts(
     # Times leave Spark as microseconds: a collected TIMESTAMP is naive in the driver's
     # local zone, and one in a daylight-saving fold would not find its row again.
     cut_us = F.unix_micros("cut_at")
-    newest = mine.agg(F.max(cut_us)).first()
+    found = mine.agg(F.max(cut_us)).first()
+    newest = None if found is None or found[0] is None else int(found[0])
     # The newest cut stays whatever its age: it is what the sensor hands out.
     kept = F.col("published_at") >= F.lit(now - retention)
-    if newest is not None and newest[0] is not None:
-        kept = kept | (cut_us == F.lit(newest[0]))
+    if newest is not None:
+        kept = kept | (cut_us == F.lit(newest))
     rows = (
         mine.where(kept)
         .select(
@@ -318,27 +320,26 @@ def retained_cuts(
     versions: dict[str, int] = {}
     for row in rows:
         versions[row["table"]] = min(versions.get(row["table"], row["version"]), row["version"])
-    return RetainedCuts(oldest, versions, first)
+    return RetainedCuts(oldest, versions, first, newest)
 
 
-def expire_cuts(ctx: JobContext, source: str, now: dt.datetime, retention: dt.timedelta) -> int:
+def expire_cuts(
+    ctx: JobContext, source: str, now: dt.datetime, retention: dt.timedelta, kept: RetainedCuts
+) -> int:
     """Delete the source's cuts published more than ``retention`` before ``now`` from the cut
-    history, all but the newest (as :func:`retained_cuts` keeps them); how many rows went.
+    history, all but the newest (the cuts :func:`retained_cuts` found ``kept``); how many
+    rows went.
     VACUUM keeps the files of the kept cuts' versions only: a reader must not find the
     others (a backfill of their hour would read versions whose files may be gone; it reads
     the oldest kept cut past its hour instead, :func:`airflow_cdc.cuts.cut_for`)."""
     path = ctx.warehouse.cuts
-    if not table_exists(ctx.spark, path):
-        return 0
-    mine = ctx.spark.read.format("delta").load(path).where(F.col("source") == source)
-    newest = mine.agg(F.unix_micros(F.max("cut_at"))).first()
-    if newest is None or newest[0] is None:
+    if kept.newest_us is None:  # no cut of the source (or no history)
         return 0
     before = (now - retention).astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
     statement = (
         f"DELETE FROM delta.{quoted(path)} WHERE source = '{source}'"  # a checked name
         f" AND published_at < TIMESTAMP '{before}+00:00'"
-        f" AND unix_micros(cut_at) < {int(newest[0])}"
+        f" AND unix_micros(cut_at) < {kept.newest_us}"
     )
     deleted = retry_on_conflict(
         lambda: ctx.spark.sql(statement).first(), f"cut retention of {path}"
@@ -515,7 +516,7 @@ def run(ctx: JobContext, args: Any) -> dict[str, Any]:
     now = dt.datetime.now(dt.UTC)
     cut_retention = dt.timedelta(seconds=args.cut_retention_seconds)
     cuts = retained_cuts(ctx, source, now, cut_retention)
-    stats["cuts_expired"] = expire_cuts(ctx, source, now, cut_retention)
+    stats["cuts_expired"] = expire_cuts(ctx, source, now, cut_retention, cuts)
     # Tombstones go only below the oldest cut still kept (and past the resolved timestamp,
     # as far as every landed record has been decided).
     horizon = resolved
