@@ -193,9 +193,7 @@ def open_sets(
         done = done.localCheckpoint()  # read once, for the markers and the open rows
         state = _without_open(reassemble.with_markers(state, done), done)
     if held is not None:
-        members = cutting.member_ids(held).select(
-            "record_id", F.lit(ledger.PENDING).alias("status"), F.lit(None).alias("reason")
-        )
+        members = pending_members(held)
         state = _without_open(reassemble.with_markers(state, members), members)
     return state, True
 
@@ -245,17 +243,20 @@ def with_held_members(
     them: a first run finds none.)"""
     if decided is None or held is None:
         return decided
-    member = F.explode("members").alias("m")
-    members = (
-        held.select(member)
-        .where(F.col("m.batch_id") == batch_id)
-        .select(
-            F.col("m.record_id").alias("record_id"),
-            F.lit(ledger.PENDING).alias("status"),
-            F.lit(None).cast("string").alias("reason"),
-        )
+    return decided.unionByName(pending_members(held, batch_id))
+
+
+def pending_members(held: DataFrame, batch_id: str | None = None) -> DataFrame:
+    """The members of the ``held`` changes (landed in ``batch_id``, where given) as ledger
+    outcomes (``record_id``, ``status``, ``reason``): ``pending``."""
+    members = ledger.per_record(held, members="members")
+    if batch_id is not None:
+        members = members.where(F.col("batch_id") == batch_id)
+    return members.select(
+        "record_id",
+        F.lit(ledger.PENDING).alias("status"),
+        F.lit(None).cast("string").alias("reason"),
     )
-    return decided.unionByName(members)
 
 
 def _without_open(state: DataFrame, finished: DataFrame) -> DataFrame:

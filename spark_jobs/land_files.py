@@ -377,13 +377,20 @@ def partial_line(line: str) -> bool:
     return False
 
 
+def file_now(path: str) -> tuple[Any, str]:
+    """The file system of the file at ``path`` (the path itself, never a pattern) and its
+    path there, with what the listing cached of it dropped: its size and time now."""
+    fs, found = fsspec.core.url_to_fs(path)
+    fs.invalidate_cache(found)
+    return fs, found
+
+
 def abandoned(path: str, seconds: float) -> bool:
     """Whether the file at ``path`` has not changed for ``seconds``: a writer that left its
     last line unended that long has stopped (it died in the middle of the line), and the
     line lands as it is, a bad line that the apply quarantines, rather than waiting for
     good. ``False`` where the file system does not say when the file changed."""
-    fs, found = fsspec.core.url_to_fs(path)  # the path itself, never a pattern
-    fs.invalidate_cache(found)
+    fs, found = file_now(path)
     try:
         changed = fs.modified(found)
     except (NotImplementedError, OSError):
@@ -406,8 +413,7 @@ def ended(path: str, size: int) -> bool:
     then the read that listed it at that size read its last line whole. (A reader reads on
     past the size it listed to end the line it is in, so a file that grew may have been read
     to a line cut short anywhere.)"""
-    fs, found = fsspec.core.url_to_fs(path)  # the path itself, never a pattern
-    fs.invalidate_cache(found)  # the size now, not as the listing cached it
+    fs, found = file_now(path)
     if size <= 0 or fs.size(found) != size:
         return False
     with fs.open(found, "rb") as f:

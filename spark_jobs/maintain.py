@@ -143,18 +143,26 @@ def undecided_since(ctx: JobContext, source: str) -> dt.datetime | None:
     return None if found is None else from_micros(found[0])
 
 
+def utc_literal(moment: dt.datetime) -> str:
+    """``moment`` as a SQL timestamp literal in UTC."""
+    return f"TIMESTAMP '{moment.astimezone(dt.UTC).strftime('%Y-%m-%d %H:%M:%S.%f')}+00:00'"
+
+
+def delete_where(ctx: JobContext, path: str, condition: str) -> int:
+    """Delete the table's rows that match the SQL ``condition`` (one commit); how many."""
+    deleted = ctx.spark.sql(f"DELETE FROM delta.{quoted(path)} WHERE {condition}").first()
+    return int(deleted[0]) if deleted is not None else 0
+
+
 def purge_tombstones(
     ctx: JobContext, path: str, resolved: dt.datetime | None, retention: dt.timedelta
 ) -> int:
     """Delete tombstones committed before ``resolved - retention``; returns how many."""
     if resolved is None:
         return 0
-    horizon = (resolved - retention).astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
-    deleted = ctx.spark.sql(
-        f"DELETE FROM delta.{quoted(path)} WHERE _cdc_deleted"
-        f" AND _cdc_commit_ts < TIMESTAMP '{horizon}+00:00'"
-    ).first()
-    return int(deleted[0]) if deleted is not None else 0
+    return delete_where(
+        ctx, path, f"_cdc_deleted AND _cdc_commit_ts < {utc_literal(resolved - retention)}"
+    )
 
 
 def detail(ctx: JobContext, path: str) -> dict[str, Any]:
@@ -335,16 +343,12 @@ def expire_cuts(
     path = ctx.warehouse.cuts
     if kept.newest_us is None:  # no cut of the source (or no history)
         return 0
-    before = (now - retention).astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
-    statement = (
-        f"DELETE FROM delta.{quoted(path)} WHERE source = '{source}'"  # a checked name
-        f" AND published_at < TIMESTAMP '{before}+00:00'"
+    condition = (
+        f"source = '{source}'"  # a checked name
+        f" AND published_at < {utc_literal(now - retention)}"
         f" AND unix_micros(cut_at) < {kept.newest_us}"
     )
-    deleted = retry_on_conflict(
-        lambda: ctx.spark.sql(statement).first(), f"cut retention of {path}"
-    )
-    return int(deleted[0]) if deleted is not None else 0
+    return retry_on_conflict(lambda: delete_where(ctx, path, condition), f"cut retention of {path}")
 
 
 def cluster(

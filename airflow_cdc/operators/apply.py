@@ -49,26 +49,15 @@ if TYPE_CHECKING:
     from openlineage.client.event_v2 import InputDataset, OutputDataset
 
 
-def cut_reaches(stats: dict[str, Any], end: dt.datetime | None) -> bool:
-    """Whether a published cut holds the state as of ``end`` (the cut the run asked for,
-    its data interval's end by default): the run's own (or the one it pointed at again), or
+def cut_reaches(stats: dict[str, Any], end: dt.datetime) -> bool:
+    """Whether a published cut holds the state as of ``end`` (the rendered cut the run asked
+    for, its data interval's end by default): the run's own (or the one it pointed at again), or
     a later one published before it (a re-run after a later interval's run cut past it). A
     run blocked, or capped short of ``end``, publishes none or an earlier one."""
-    if end is None:
-        return False
     cut = stats.get("cut") or {}
     published = (cut.get("published") or {}).get("cut_at")
     reached = [t for t in (published, cut.get("published_before")) if t]
     return any(dt.datetime.fromisoformat(t) >= end for t in reached)
-
-
-def _instant(text: Any) -> dt.datetime | None:
-    """A rendered ISO 8601 time (UTC when it names no offset); ``None`` for anything else."""
-    try:
-        moment = dt.datetime.fromisoformat(str(text))
-    except ValueError:
-        return None
-    return moment if moment.tzinfo else moment.replace(tzinfo=dt.UTC)
 
 
 class ApplyChangesOperator(SparkJobOperator):
@@ -241,8 +230,7 @@ class ApplyChangesOperator(SparkJobOperator):
             return stats
         complete = True
         if self.consistent_cut:
-            end = _instant(self.cut_at) or context.get("data_interval_end")
-            complete = cut_reaches(stats, end)
+            complete = cut_reaches(stats, check_time(self.cut_at, "cut_at"))
             if not complete:
                 self.log.warning(
                     "no published cut reaches the run's cut time: its tables' events"

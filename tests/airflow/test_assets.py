@@ -136,6 +136,7 @@ def test_a_run_whose_cut_misses_its_interval_end_announces_no_partition() -> Non
         consistent_cut=True,
         partitioned_events=True,
     )
+    op.cut_at = end.isoformat()  # as the default template renders for this interval
 
     def announced(cut: dict[str, object]) -> list[tuple[bool, set[str]]]:
         events = OutletEventAccessors()
