@@ -553,21 +553,6 @@ def publish_cut(
     return result
 
 
-# Quarantine reasons that a change of configuration can fix (the DDL, the limits, column
-# mapping): what a replay takes by default.
-REPLAYABLE = (
-    "undeclared_table",
-    "type_conflict",
-    "decode_error",
-    "missing_key",
-    "key_mismatch",
-    "special_key",
-    "column_limit",
-    "too_many_columns",
-    "invalid_column_name",
-)
-
-
 def quarantined_records(
     ctx: JobContext, source: str, reasons: list[str], batches: list[str] | None
 ) -> tuple[DataFrame | None, list[str]]:
@@ -606,7 +591,7 @@ def replay_quarantine(ctx: JobContext, args: Any, specs: list[TableSpec]) -> dic
     not touched. A fragment, a chunked record (its set was quarantined whole) and a change
     without a commit position (placed by its batch) stay quarantined."""
     source = args.source
-    reasons = args.replay_reasons or list(REPLAYABLE)
+    reasons = args.replay_reasons or list(ledger.REPLAYABLE)
     stats: dict[str, Any] = {"job": JOB_NAME, "source": source, "batch_id": ctx.batch_id}
     records, batches = quarantined_records(ctx, source, reasons, args.replay_batches)
     replay: dict[str, Any] = {"reasons": reasons, "batches": batches, "records": 0, "kept": 0}
@@ -905,7 +890,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "--replay-reasons",
         type=_names,
         help="comma-separated quarantine reasons to replay (default: "
-        + ", ".join(REPLAYABLE)
+        + ", ".join(ledger.REPLAYABLE)
         + ")",
     )
     parser.add_argument(

@@ -27,6 +27,22 @@ QUARANTINED = "quarantined"
 CONTROL = "control"
 STATUSES = (APPLIED, SUPERSEDED, DUPLICATE, PENDING, QUARANTINED, CONTROL)
 
+# Quarantine reasons that a change of configuration can fix (the DDL, the limits, column
+# mapping): what a replay takes by default. Such a record is
+# not settled: maintenance keeps the tombstones it could still be applied against.
+REPLAYABLE = (
+    "undeclared_table",
+    "type_conflict",
+    "decode_error",
+    "missing_key",
+    "key_mismatch",
+    "special_key",
+    "column_limit",
+    "too_many_columns",
+    "invalid_column_name",
+)
+
+
 LEDGER_SCHEMA = struct(
     "record_id STRING, status STRING, reason STRING, stage STRING, run_id STRING,"
     " decided_at TIMESTAMP, source STRING, batch_id STRING"

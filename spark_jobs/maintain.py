@@ -15,8 +15,9 @@ run are the checkpoint, and only older ones go, in the partitions whose records 
 Per declared target table of the source: delete the tombstones (``_cdc_deleted`` rows) that
 the source's resolved timestamp has passed by the tombstone retention (an older change can
 no longer arrive to be kept out by them; a change landed and not yet decided, in a batch
-whose apply has not run, failed, or holds it, can still be applied: the timestamp counts
-only up to the earliest such record's arrival, :func:`undecided_since`), compact small files
+whose apply has not run, failed, or holds it, or a record quarantined for a reason a
+replay fixes, can still be applied: the timestamp counts only up to the earliest such
+record's arrival, :func:`undecided_since`), compact small files
 (Delta ``OPTIMIZE``), then ``VACUUM`` the files a commit removed longer ago than the VACUUM
 retention (and files no commit ever added, such as a failed write's; a table with no file
 that old is done without VACUUM's listing). The retention is the table's
@@ -102,7 +103,7 @@ from spark_jobs.warehouse import PROGRESS, RECORD, JobContext
 log = logging.getLogger("airflow_cdc.jobs")
 
 JOB_NAME = "maintain"
-JOB_VERSION = "1.4.6"
+JOB_VERSION = "1.4.7"
 # Delta clusters by at most four columns.
 MAX_CLUSTERING_COLUMNS = 4
 
@@ -120,9 +121,11 @@ def undecided_since(ctx: JobContext, source: str) -> dt.datetime | None:
     """The earliest arrival among the source's landed records that no run has made final
     (``None`` when there is none): a change such a record holds can still be applied, and be
     older than a tombstone that the resolved timestamp alone would let go (a batch whose
-    apply failed a day ago, a change held or waiting for its fragments). The arrival bounds
-    the change's commit time from above; for a record landed without one (a ``lines``
-    file's), so does the time its raw file was written (at landing, or later by compaction)."""
+    apply failed a day ago, a change held or waiting for its fragments, a record quarantined
+    for a reason a replay fixes, :data:`~spark_jobs.ledger.REPLAYABLE`, until it is replayed
+    or expires). The arrival bounds the change's commit time from above; for a record landed
+    without one (a ``lines`` file's), so does the time its raw file was written (at landing,
+    or later by compaction)."""
     wh = ctx.warehouse
     if not table_exists(ctx.spark, wh.raw):
         return None
@@ -134,7 +137,12 @@ def undecided_since(ctx: JobContext, source: str) -> dt.datetime | None:
     )
     if table_exists(ctx.spark, wh.ledger):
         final = ctx.spark.read.format("delta").load(wh.ledger)
-        final = final.where((F.col("source") == source) & (F.col("status") != ledger.PENDING))
+        replayable = (F.col("status") == ledger.QUARANTINED) & F.col("reason").isin(
+            *ledger.REPLAYABLE
+        )
+        final = final.where(
+            (F.col("source") == source) & (F.col("status") != ledger.PENDING) & ~replayable
+        )
         records = records.join(
             final.select("record_id", "batch_id"), ["record_id", "batch_id"], "left_anti"
         )

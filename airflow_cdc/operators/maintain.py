@@ -39,7 +39,9 @@ class CdcMaintenanceOperator(SparkJobOperator):
     :param default_schema: Schema of tables declared without one.
     :param tombstone_retention_seconds: How long past the source's resolved timestamp
         tombstones of deleted rows are kept, in seconds (>= 0); while kept, they stop a late
-        older change from bringing a deleted row back.
+        older change from bringing a deleted row back. Records not yet decided, and records
+        quarantined for a reason a replay fixes, hold them longer (until decided, replayed
+        or expired).
     :param vacuum_retention_hours: VACUUM deletes the files removed from a table longer ago
         than this (>= 168, Delta's default safety check); set as each table's
         ``delta.deletedFileRetentionDuration`` when it is not Delta's default of 7 days.

@@ -406,6 +406,27 @@ def test_a_table_past_the_threshold_is_clustered_by_its_key(
         assert differences(stream, table, live_rows(spark, warehouse, table)) == []
 
 
+ACCOUNTS_DDL = "CREATE TABLE public.accounts (id BIGINT PRIMARY KEY, name TEXT);"
+
+
+def land_upsert_then_delete(warehouse: str, tmp_path: Path) -> None:
+    """Batch b1: an upsert of account 1; batch b2: its delete, ten seconds later. Each record
+    arrives a second after its commit."""
+    at = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    for batch, op, seconds in (("b1", "c", 0), ("b2", "d", 10)):
+        ts_ns = int((at + dt.timedelta(seconds=seconds)).timestamp()) * 10**9
+        row = {"id": 1, "name": "one"}
+        change = json.dumps(envelope(op, "accounts", ts_ns, row, random.Random(seconds)))
+        arrival_us = int((at + dt.timedelta(seconds=seconds + 1)).timestamp()) * 10**6
+        write_ndjson([change], str(tmp_path / batch), 1, arrival_us)
+        land_dump(warehouse, str(tmp_path / batch), batch)
+
+
+def accounts(spark: Any, warehouse: str) -> list[tuple[int, bool]]:
+    table = spark.read.format("delta").load(f"{warehouse}/public/accounts")
+    return [(r["id"], r["_cdc_deleted"]) for r in table.collect()]
+
+
 def test_a_tombstone_stays_while_an_older_change_landed_before_it_is_undecided(
     spark: Any, warehouse: str, tmp_path: Path
 ) -> None:
@@ -413,30 +434,37 @@ def test_a_tombstone_stays_while_an_older_change_landed_before_it_is_undecided(
     seconds later) lands and is applied. The resolved timestamp passes the tombstone by more
     than the retention, but b1's change can still be applied: the tombstone stays until it
     is, so that it keeps the row deleted (a purge let it live again)."""
-    ddl = "CREATE TABLE public.accounts (id BIGINT PRIMARY KEY, name TEXT);"
-    at = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
-
-    def change(op: str, seconds: int) -> str:
-        ts_ns = int((at + dt.timedelta(seconds=seconds)).timestamp()) * 10**9
-        row = {"id": 1, "name": "one"}
-        return json.dumps(envelope(op, "accounts", ts_ns, row, random.Random(seconds)))
-
-    for batch, op, seconds in (("b1", "c", 0), ("b2", "d", 10)):
-        arrival_us = int((at + dt.timedelta(seconds=seconds + 1)).timestamp()) * 10**6
-        write_ndjson([change(op, seconds)], str(tmp_path / batch), 1, arrival_us)
-        land_dump(warehouse, str(tmp_path / batch), batch)
-    process(warehouse, "b2", ddl=ddl)  # b1's apply has not run (it failed)
-    stats = maintain.main(
-        [
-            *("--warehouse", warehouse, "--batch-id", "m1", "--source", "dump"),
-            *("--ddl", ddl, "--tombstone-retention-seconds", "0.5"),
-        ]
-    )
+    land_upsert_then_delete(warehouse, tmp_path)
+    process(warehouse, "b2", ddl=ACCOUNTS_DDL)  # b1's apply has not run (it failed)
+    stats = maintain_run(warehouse, 0.5, "--ddl", ACCOUNTS_DDL)
     assert stats["tables"]["public.accounts"]["tombstones_purged"] == 0
-    one = process(warehouse, "b1", ddl=ddl)["apply"]["accounting"]
+    one = process(warehouse, "b1", ddl=ACCOUNTS_DDL)["apply"]["accounting"]
     assert (one["applied"], one["superseded"]) == (0, 1)
-    table = spark.read.format("delta").load(f"{warehouse}/public/accounts")
-    assert [(r["id"], r["_cdc_deleted"]) for r in table.collect()] == [(1, True)]
+    assert accounts(spark, warehouse) == [(1, True)]
+
+
+def test_a_tombstone_stays_while_an_older_change_waits_in_the_quarantine_for_a_replay(
+    spark: Any, warehouse: str, tmp_path: Path
+) -> None:
+    """b1's upsert is quarantined (its table not yet declared), b2's delete is applied once
+    the table is. A replay after the fix can still apply b1's change, so the tombstone
+    stays through maintenance; the replay then finds the row deleted and supersedes the
+    upsert (a purged tombstone let it bring the row back)."""
+    land_upsert_then_delete(warehouse, tmp_path)
+    other = "CREATE TABLE public.other (id BIGINT PRIMARY KEY);"
+    first = process(warehouse, "b1", ddl=other)["apply"]["accounting"]
+    assert first["quarantined"] == 1
+    process(warehouse, "b2", ddl=ACCOUNTS_DDL)
+    stats = maintain_run(warehouse, 0.5, "--ddl", ACCOUNTS_DDL)
+    assert stats["tables"]["public.accounts"]["tombstones_purged"] == 0
+    replay = process(warehouse, "replay", ddl=ACCOUNTS_DDL, options=("--replay",))["apply"]
+    assert replay["replay"]["records"] == 1
+    one = replay["accounting"]
+    assert (one["applied"], one["superseded"], one["quarantined"]) == (0, 1, 0)
+    assert accounts(spark, warehouse) == [(1, True)]
+    # Replayed, the upsert is final: the tombstone may go now.
+    again = maintain_run(warehouse, 0.5, "--ddl", ACCOUNTS_DDL)
+    assert again["tables"]["public.accounts"]["tombstones_purged"] == 1
 
 
 def test_an_undecided_record_without_an_arrival_time_bounds_the_purge_by_its_landing(
