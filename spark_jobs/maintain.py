@@ -10,7 +10,8 @@ unprocessed records always stay. The raw rows go first, then the quarantine's, t
 ledger's, each set read from the ledger: a run that dies between them leaves every batch's
 accounting identity true (an accounted record is one the raw table still has), and its
 re-run finishes the rest. Landing checkpoints stay: the progress rows of the newest landing
-run are the checkpoint, and only older ones go, in the partitions whose records expire.
+run are the checkpoint, and only older ones go, in the partitions whose records expire and,
+past the same retention, in partitions with no record left (a batch that landed nothing).
 
 Per declared target table of the source: delete the tombstones (``_cdc_deleted`` rows) that
 the source's resolved timestamp has passed by the tombstone retention (an older change can
@@ -103,7 +104,7 @@ from spark_jobs.warehouse import PROGRESS, RECORD, JobContext
 log = logging.getLogger("airflow_cdc.jobs")
 
 JOB_NAME = "maintain"
-JOB_VERSION = "1.4.7"
+JOB_VERSION = "1.4.8"
 # Delta clusters by at most four columns.
 MAX_CLUSTERING_COLUMNS = 4
 
@@ -478,16 +479,33 @@ def delete_records(
     return retry_on_conflict(merge, f"retention of {path}")
 
 
-def old_checkpoints(ctx: JobContext, source: str, batches: list[str]) -> DataFrame:
-    """The progress rows in ``batches`` of landing runs before the newest (the newest run's
-    rows are the whole checkpoint)."""
+def old_checkpoints(
+    ctx: JobContext, source: str, batches: list[str], quiet_before: dt.datetime
+) -> DataFrame:
+    """The progress rows of landing runs before the newest (the newest run's rows are the
+    whole checkpoint) in ``batches``, and in batches without a record left in the raw table
+    (a quiet batch's, or one whose records expired while its run was the newest) whose file
+    was written before ``quiet_before`` (at landing, or later by compaction: an apply that
+    runs that late finds no resolved timestamp to vouch for a cut, and takes none)."""
+    wh = ctx.warehouse
     mine = (F.col("source") == source) & (F.col("kind") == PROGRESS)
-    progress = ctx.spark.read.format("delta").load(ctx.warehouse.raw).where(mine)
+    raw = ctx.spark.read.format("delta").load(wh.raw)
+    progress = raw.where(mine)
     newest = progress.agg(F.max("land_seq")).first()
     if newest is None or newest[0] is None:
         return progress.where(F.lit(False)).select("record_id", "batch_id")
-    old = F.col("batch_id").isin(batches) & (F.col("land_seq") < F.lit(newest[0]))
-    return progress.where(old).select("record_id", "batch_id")
+    progress = progress.where(F.col("land_seq") < F.lit(newest[0]))
+    stale = F.col("_metadata.file_modification_time") < F.lit(quiet_before)
+    candidates = progress.where(~F.col("batch_id").isin(batches) & stale)
+    quiet = sorted(r[0] for r in candidates.select("batch_id").distinct().collect())
+    if quiet:
+        holding = raw.where(
+            (F.col("source") == source) & F.col("batch_id").isin(quiet) & (F.col("kind") == RECORD)
+        )
+        kept = {r[0] for r in holding.select("batch_id").distinct().collect()}
+        quiet = [b for b in quiet if b not in kept]
+    expiring = F.col("batch_id").isin(batches) | (F.col("batch_id").isin(quiet) & stale)
+    return progress.where(expiring).select("record_id", "batch_id")
 
 
 def expire_bookkeeping(
@@ -496,19 +514,27 @@ def expire_bookkeeping(
     """Apply the bookkeeping retention (module doc); rows deleted per table."""
     wh = ctx.warehouse
     report = {"records_expired": 0, "raw_rows": 0, "quarantine_rows": 0, "ledger_rows": 0}
-    expired = expired_records(ctx, source, dt.datetime.now(dt.UTC), final_for, held_for)
-    if expired is None:
+    if not table_exists(ctx.spark, wh.raw):
         return report
-    report["records_expired"] = expired.count()
-    if report["records_expired"] == 0:
-        return report
-    batches = sorted(r[0] for r in expired.select("batch_id").distinct().collect())
+    now = dt.datetime.now(dt.UTC)
+    expired = expired_records(ctx, source, now, final_for, held_for)
+    batches: list[str] = []
+    if expired is not None:
+        report["records_expired"] = expired.count()
+        batches = sorted(r[0] for r in expired.select("batch_id").distinct().collect())
     # Record ids are unique across kinds (a checkpoint's starts with "progress:").
-    landed = expired.unionByName(old_checkpoints(ctx, source, batches)).localCheckpoint()
-    report["raw_rows"] = delete_records(ctx, wh.raw, source, landed, batches)
+    checkpoints = old_checkpoints(ctx, source, batches, now - final_for).localCheckpoint()
+    landed = checkpoints if expired is None else expired.unionByName(checkpoints)
+    touched = sorted(
+        {*batches, *(r[0] for r in checkpoints.select("batch_id").distinct().collect())}
+    )
+    if not touched:
+        return report
+    report["raw_rows"] = delete_records(ctx, wh.raw, source, landed.localCheckpoint(), touched)
     fault_point("maintain:after_raw_retention")
-    report["quarantine_rows"] = delete_records(ctx, wh.quarantine, source, expired, batches)
-    report["ledger_rows"] = delete_records(ctx, wh.ledger, source, expired, batches)
+    if expired is not None and batches:
+        report["quarantine_rows"] = delete_records(ctx, wh.quarantine, source, expired, batches)
+        report["ledger_rows"] = delete_records(ctx, wh.ledger, source, expired, batches)
     log.info("bookkeeping retention of %s: %s", source, report)
     return report
 

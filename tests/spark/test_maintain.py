@@ -483,3 +483,32 @@ def test_an_undecided_record_without_an_arrival_time_bounds_the_purge_by_its_lan
     since = maintain.undecided_since(ctx, "sink")
     assert since is not None and before <= since <= dt.datetime.now(dt.UTC)
     assert maintain.undecided_since(ctx, "other") is None
+
+
+def test_the_checkpoints_of_quiet_batches_expire_too(
+    spark: Any, warehouse: str, tmp_path: Path
+) -> None:
+    """Every landing run writes a progress row per shard; batches b2 and b3 land nothing new.
+    Once past the bookkeeping retention, the progress rows of every run but the newest go,
+    the quiet b2's with those of b1, whose records expire; before it, b2's stay."""
+    stream = generate(60, seed=7, start_ns=START_NS, span_ns=SPAN_S * 10**9)
+    write_ndjson(stream.deliveries, str(tmp_path / "dump"), files=2)
+    for batch in ("b1", "b2", "b3"):
+        land_dump(warehouse, str(tmp_path / "dump"), batch)
+        process(warehouse, batch)
+
+    def runs() -> dict[str, set[int]]:
+        raw = spark.read.format("delta").load(f"{warehouse}/_cdc/raw").where("kind = 'progress'")
+        found: dict[str, set[int]] = {}
+        for row in raw.select("batch_id", "land_seq").collect():
+            found.setdefault(row["batch_id"], set()).add(row["land_seq"])
+        return found
+
+    assert runs() == {"b1": {1}, "b2": {2}, "b3": {3}}
+    kept = maintain_run(warehouse, 86400.0)
+    assert kept["expired"]["raw_rows"] == 0 and runs() == {"b1": {1}, "b2": {2}, "b3": {3}}
+    expired = maintain_run(warehouse, 86400.0, "--raw-retention-seconds", "0")["expired"]
+    assert expired["records_expired"] > 0
+    assert runs() == {"b3": {3}}
+    # Each landing run wrote one progress row per shard (two): b1's and b2's went.
+    assert expired["raw_rows"] == expired["records_expired"] + 2 * 2
