@@ -18,7 +18,7 @@ the source's resolved timestamp has passed by the tombstone retention (an older 
 no longer arrive to be kept out by them; a change landed and not yet decided, in a batch
 whose apply has not run, failed, or holds it, or a record quarantined for a reason a
 replay fixes, can still be applied: the timestamp counts only up to the earliest such
-record's arrival, :func:`undecided_since`), compact small files
+record's arrival, :func:`spark_jobs.settled.follow`), compact small files
 (Delta ``OPTIMIZE``), then ``VACUUM`` the files a commit removed longer ago than the VACUUM
 retention (and files no commit ever added, such as a failed write's; a table with no file
 that old is done without VACUUM's listing). The retention is the table's
@@ -50,6 +50,11 @@ the versions cuts name), and tombstones go only below the
 oldest such cut, so that a late change the next cut applies is still kept out by them. Older
 cuts, all but the newest, leave the cut history (:func:`expire_cuts`): their versions' files
 are not kept, and a reader must not be handed them.
+
+The bookkeeping reads follow the open state, not the retained history: the ledger's
+batches with an entry older than the shorter retention (:func:`expired_records`), the landing
+runs and open batches since the last run (:mod:`spark_jobs.settled`), the progress rows of
+runs since the first one still kept (:func:`old_checkpoints`).
 
 Reports per table the files and bytes before and after, the bytes OPTIMIZE rewrote, the
 tombstones purged and the files VACUUM deleted.
@@ -88,7 +93,7 @@ from airflow_cdc.jobs import (
     RAW_RETENTION_SECONDS,
     TOMBSTONE_RETENTION_SECONDS,
 )
-from spark_jobs import history, ledger
+from spark_jobs import history, ledger, settled
 from spark_jobs.arguments import add_table_arguments, at_least, base_parser, source_name
 from spark_jobs.cut import member_ids
 from spark_jobs.delta_tables import retry_on_conflict, table_exists
@@ -98,13 +103,14 @@ from spark_jobs.frames import in_parallel
 from spark_jobs.reassemble import OPEN
 from spark_jobs.runs import start, write_stats
 from spark_jobs.schemas import quoted, table_properties
+from spark_jobs.settled import Settled
 from spark_jobs.times import from_micros
 from spark_jobs.warehouse import PROGRESS, RECORD, JobContext
 
 log = logging.getLogger("airflow_cdc.jobs")
 
 JOB_NAME = "maintain"
-JOB_VERSION = "1.4.8"
+JOB_VERSION = "1.4.9"
 # Delta clusters by at most four columns.
 MAX_CLUSTERING_COLUMNS = 4
 
@@ -116,40 +122,6 @@ def resolved_time(ctx: JobContext, source: str) -> dt.datetime | None:
         return parse_state(text) if text else None
     except ResolvedTimestampUnavailable:
         return None
-
-
-def undecided_since(ctx: JobContext, source: str) -> dt.datetime | None:
-    """The earliest arrival among the source's landed records that no run has made final
-    (``None`` when there is none): a change such a record holds can still be applied, and be
-    older than a tombstone that the resolved timestamp alone would let go (a batch whose
-    apply failed a day ago, a change held or waiting for its fragments, a record quarantined
-    for a reason a replay fixes, :data:`~spark_jobs.ledger.REPLAYABLE`, until it is replayed
-    or expires). The arrival bounds the change's commit time from above; for a record landed
-    without one (a ``lines`` file's), so does the time its raw file was written (at landing,
-    or later by compaction)."""
-    wh = ctx.warehouse
-    if not table_exists(ctx.spark, wh.raw):
-        return None
-    mine = (F.col("source") == source) & (F.col("kind") == RECORD)
-    records = ctx.spark.read.format("delta").load(wh.raw).where(mine)
-    written = F.col("_metadata.file_modification_time")
-    records = records.select(
-        "record_id", "batch_id", F.coalesce("arrival_ts", written).alias("arrival_ts")
-    )
-    if table_exists(ctx.spark, wh.ledger):
-        final = ctx.spark.read.format("delta").load(wh.ledger)
-        replayable = (F.col("status") == ledger.QUARANTINED) & F.col("reason").isin(
-            *ledger.REPLAYABLE
-        )
-        final = final.where(
-            (F.col("source") == source) & (F.col("status") != ledger.PENDING) & ~replayable
-        )
-        records = records.join(
-            final.select("record_id", "batch_id"), ["record_id", "batch_id"], "left_anti"
-        )
-    # As microseconds: a collected TIMESTAMP is naive in the driver's local zone.
-    found = records.agg(F.unix_micros(F.min("arrival_ts"))).first()
-    return None if found is None else from_micros(found[0])
 
 
 def utc_literal(moment: dt.datetime) -> str:
@@ -426,7 +398,15 @@ def expired_records(
     if not table_exists(ctx.spark, ctx.warehouse.ledger):
         return None
     entries = ctx.spark.read.format("delta").load(ctx.warehouse.ledger)
-    status = ledger.current_status(entries.where(F.col("source") == source))
+    entries = entries.where(F.col("source") == source)
+    # A record's outcome now is one of its entries: only a batch with an entry older than
+    # the shorter retention can hold an expired record. Delta skips the others' files by
+    # their decided_at statistics (each apply run's entries share one decided_at).
+    oldest = entries.where(F.col("decided_at") < F.lit(now - min(final_for, held_for)))
+    batches = sorted(r[0] for r in oldest.select("batch_id").distinct().collect())
+    if not batches:
+        return None
+    status = ledger.current_status(entries.where(F.col("batch_id").isin(batches)))
     quarantined = F.col("status") == ledger.QUARANTINED
     over = F.when(quarantined, F.col("decided_at") < F.lit(now - held_for)).otherwise(
         (F.col("status") != ledger.PENDING) & (F.col("decided_at") < F.lit(now - final_for))
@@ -480,38 +460,51 @@ def delete_records(
 
 
 def old_checkpoints(
-    ctx: JobContext, source: str, batches: list[str], quiet_before: dt.datetime
+    ctx: JobContext, source: str, batches: list[str], quiet_before: dt.datetime, known: Settled
 ) -> DataFrame:
-    """The progress rows of landing runs before the newest (the newest run's rows are the
-    whole checkpoint) in ``batches``, and in batches without a record left in the raw table
-    (a quiet batch's, or one whose records expired while its run was the newest) whose file
-    was written before ``quiet_before`` (at landing, or later by compaction: an apply that
-    runs that late finds no resolved timestamp to vouch for a cut, and takes none)."""
+    """The progress rows of landing runs before the newest (``known.through``: the newest
+    run's rows are the whole checkpoint) in ``batches``, and in batches without a record
+    left in the raw table (a quiet batch's, or one whose records expired while its run was
+    the newest) whose file was written before ``quiet_before`` (at landing, or later by
+    compaction: an apply that runs that late finds no resolved timestamp to vouch for a cut,
+    and takes none). Of the latter, only runs after ``known.quiet_through`` are read (by
+    the landing sequence's statistics), and ``known.quiet_through`` moves up to the first
+    run whose rows stay for now."""
     wh = ctx.warehouse
     mine = (F.col("source") == source) & (F.col("kind") == PROGRESS)
-    raw = ctx.spark.read.format("delta").load(wh.raw)
-    progress = raw.where(mine)
-    newest = progress.agg(F.max("land_seq")).first()
-    if newest is None or newest[0] is None:
-        return progress.where(F.lit(False)).select("record_id", "batch_id")
-    progress = progress.where(F.col("land_seq") < F.lit(newest[0]))
+    progress = ctx.spark.read.format("delta").load(wh.raw).where(mine)
+    progress = progress.where(F.col("land_seq") < F.lit(known.through))
     stale = F.col("_metadata.file_modification_time") < F.lit(quiet_before)
-    candidates = progress.where(~F.col("batch_id").isin(batches) & stale)
-    quiet = sorted(r[0] for r in candidates.select("batch_id").distinct().collect())
-    if quiet:
-        holding = raw.where(
-            (F.col("source") == source) & F.col("batch_id").isin(quiet) & (F.col("kind") == RECORD)
-        )
-        kept = {r[0] for r in holding.select("batch_id").distinct().collect()}
-        quiet = [b for b in quiet if b not in kept]
-    expiring = F.col("batch_id").isin(batches) | (F.col("batch_id").isin(quiet) & stale)
+    window = progress.where(F.col("land_seq") > F.lit(known.quiet_through))
+    runs = (
+        window.where(~F.col("batch_id").isin(batches))
+        .groupBy("batch_id")
+        .agg(F.min("land_seq").alias("first"), F.min(stale).alias("stale"))
+        .collect()
+    )
+    holding = set()
+    if runs:
+        found = [r["batch_id"] for r in runs]
+        records = ledger.read_partitions(ctx.spark, wh.raw, source, found)
+        assert records is not None
+        held = records.where(F.col("kind") == RECORD).select("batch_id").distinct()
+        holding = {r[0] for r in held.collect()}
+    quiet = [r["batch_id"] for r in runs if r["batch_id"] not in holding and r["stale"]]
+    staying = [r["first"] for r in runs if r["batch_id"] not in holding and not r["stale"]]
+    known.quiet_through = min(staying, default=known.through) - 1
+    expiring = F.col("batch_id").isin(batches) | F.col("batch_id").isin(quiet)
     return progress.where(expiring).select("record_id", "batch_id")
 
 
 def expire_bookkeeping(
-    ctx: JobContext, source: str, final_for: dt.timedelta, held_for: dt.timedelta
+    ctx: JobContext,
+    source: str,
+    final_for: dt.timedelta,
+    held_for: dt.timedelta,
+    known: Settled,
 ) -> dict[str, int]:
-    """Apply the bookkeeping retention (module doc); rows deleted per table."""
+    """Apply the bookkeeping retention (module doc); rows deleted per table. ``known``: the
+    source's batches as this run found them (:func:`spark_jobs.settled.follow`)."""
     wh = ctx.warehouse
     report = {"records_expired": 0, "raw_rows": 0, "quarantine_rows": 0, "ledger_rows": 0}
     if not table_exists(ctx.spark, wh.raw):
@@ -523,11 +516,11 @@ def expire_bookkeeping(
         report["records_expired"] = expired.count()
         batches = sorted(r[0] for r in expired.select("batch_id").distinct().collect())
     # Record ids are unique across kinds (a checkpoint's starts with "progress:").
-    checkpoints = old_checkpoints(ctx, source, batches, now - final_for).localCheckpoint()
+    checkpoints = old_checkpoints(ctx, source, batches, now - final_for, known)
+    checkpoints = checkpoints.localCheckpoint()
     landed = checkpoints if expired is None else expired.unionByName(checkpoints)
-    touched = sorted(
-        {*batches, *(r[0] for r in checkpoints.select("batch_id").distinct().collect())}
-    )
+    old = {r[0] for r in checkpoints.select("batch_id").distinct().collect()}
+    touched = sorted({*batches, *old})
     if not touched:
         return report
     report["raw_rows"] = delete_records(ctx, wh.raw, source, landed.localCheckpoint(), touched)
@@ -545,12 +538,16 @@ def run(ctx: JobContext, args: Any) -> dict[str, Any]:
     retention = dt.timedelta(seconds=args.tombstone_retention_seconds)
     resolved = resolved_time(ctx, source)
     stats: dict[str, Any] = {"job": JOB_NAME, "source": source, "batch_id": ctx.batch_id}
+    known = settled.follow(ctx, source)
     stats["expired"] = expire_bookkeeping(
         ctx,
         source,
         dt.timedelta(seconds=args.raw_retention_seconds),
         dt.timedelta(seconds=args.quarantine_retention_seconds),
+        known,
     )
+    settled.save(ctx, source, known)
+    stats["batches"] = settled.describe(known)
     now = dt.datetime.now(dt.UTC)
     cut_retention = dt.timedelta(seconds=args.cut_retention_seconds)
     cuts = retained_cuts(ctx, source, now, cut_retention)
@@ -560,7 +557,7 @@ def run(ctx: JobContext, args: Any) -> dict[str, Any]:
     horizon = resolved
     if cuts.oldest_at is not None and resolved is not None:
         horizon = min(resolved, cuts.oldest_at + retention)
-    since = undecided_since(ctx, source)
+    since = known.since()
     if since is not None and horizon is not None:
         horizon = min(horizon, since)
     stats["tombstone_horizon"] = None if horizon is None else (horizon - retention).isoformat()

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from cdc_demo.dsql_stream import DDL, envelope, generate, write_ndjson
-from spark_jobs import ledger, maintain
+from spark_jobs import ledger, maintain, settled
 from spark_jobs.warehouse import JobContext, Warehouse
 from tests.spark.pipeline import land_dump, process
 
@@ -121,7 +121,9 @@ def test_maintenance_purges_old_tombstones_and_compacts_only(
     progress = spark.read.format("delta").load(f"{warehouse}/_cdc/raw").where("kind = 'progress'")
     older = progress.where("land_seq < 2").count()
     assert older > 0
-    expired = maintain.expire_bookkeeping(ctx, "dump", dt.timedelta(0), held)
+    expired = maintain.expire_bookkeeping(
+        ctx, "dump", dt.timedelta(0), held, settled.follow(ctx, "dump")
+    )
     assert expired["raw_rows"] == older  # only the old checkpoints were left to delete
     assert expired["records_expired"] == sum(before_expiry[b][s] for b in batches for s in final)
     assert expired["ledger_rows"] >= expired["records_expired"]
@@ -480,9 +482,9 @@ def test_an_undecided_record_without_an_arrival_time_bounds_the_purge_by_its_lan
     raw = spark.read.format("delta").load(f"{warehouse}/_cdc/raw").where("kind = 'record'")
     assert [r["arrival_ts"] for r in raw.collect()] == [None]
     ctx = JobContext(spark, Warehouse(warehouse), "m", "r", "maintain", maintain.JOB_VERSION)
-    since = maintain.undecided_since(ctx, "sink")
+    since = settled.follow(ctx, "sink").since()
     assert since is not None and before <= since <= dt.datetime.now(dt.UTC)
-    assert maintain.undecided_since(ctx, "other") is None
+    assert settled.follow(ctx, "other").since() is None
 
 
 def test_the_checkpoints_of_quiet_batches_expire_too(
@@ -504,11 +506,17 @@ def test_the_checkpoints_of_quiet_batches_expire_too(
             found.setdefault(row["batch_id"], set()).add(row["land_seq"])
         return found
 
+    def quiet_through() -> int:
+        state = Path(warehouse, "_cdc", "settled", "dump.json").read_text()
+        return int(json.loads(state)["quiet_through"])
+
     assert runs() == {"b1": {1}, "b2": {2}, "b3": {3}}
     kept = maintain_run(warehouse, 86400.0)
     assert kept["expired"]["raw_rows"] == 0 and runs() == {"b1": {1}, "b2": {2}, "b3": {3}}
+    assert quiet_through() == 1  # the next run reads b2's run again, not b1's
     expired = maintain_run(warehouse, 86400.0, "--raw-retention-seconds", "0")["expired"]
     assert expired["records_expired"] > 0
     assert runs() == {"b3": {3}}
+    assert quiet_through() == 2
     # Each landing run wrote one progress row per shard (two): b1's and b2's went.
     assert expired["raw_rows"] == expired["records_expired"] + 2 * 2
