@@ -216,8 +216,10 @@ def one_round(spark: Any, fmt: str, total: int, dump: str, work: Path) -> bool:
 
 
 def growth(spark: Any, args: argparse.Namespace) -> None:
-    """Successive DSQL batches into one warehouse: does a batch cost more as history grows?"""
-    from spark_jobs import apply_changes, land_files
+    """Successive DSQL batches into one warehouse: does a batch cost more as history grows?
+    With ``--growth-maintenance``, the maintain job after each batch, as an hourly DAG runs
+    it (nothing past its retention: what it costs to find that out)."""
+    from spark_jobs import apply_changes, land_files, maintain
 
     batches, changes = args.growth_batches, args.growth_changes
     work = Path(args.work) / "growth"
@@ -233,8 +235,12 @@ def growth(spark: Any, args: argparse.Namespace) -> None:
         "each with a consistent cut at its records' 90th percentile of commit time (about a"
         " tenth held back, applied by the next batch's cut)"
     )
-    print(f"{'batch':<8}{'seconds':>10}{'records/s':>14}{'held rows':>11}")
+    header = f"{'batch':<8}{'seconds':>10}{'records/s':>14}{'held rows':>11}"
+    if args.growth_maintenance:
+        header += f"{'maintain s':>12}{'batches read':>14}"
+    print(header)
     seconds = []
+    upkeep = []
     cut = None
     for number in range(1, batches + 1):
         part = stream.deliveries[(number - 1) * size : number * size]
@@ -247,9 +253,19 @@ def growth(spark: Any, args: argparse.Namespace) -> None:
         apply_changes.main([*common, "--format", "dsql", "--ddl", DDL, "--cut-at", cut.isoformat()])
         seconds.append(time.perf_counter() - started)
         held = spark.read.format("delta").load(f"{warehouse}/_cdc/held").count()
-        print(f"{number:<8}{seconds[-1]:>10.1f}{len(part) / seconds[-1]:>14,.0f}{held:>11,}")
+        line = f"{number:<8}{seconds[-1]:>10.1f}{len(part) / seconds[-1]:>14,.0f}{held:>11,}"
+        if args.growth_maintenance:
+            stats, spent = timed(
+                maintain.main,
+                [*common, "--ddl", DDL, "--raw-retention-seconds", str(7 * 86400)],
+            )
+            upkeep.append(spent)
+            line += f"{spent:>12.1f}{stats['batches']['batches_read']:>14}"
+        print(line)
     if batches >= 10:
         print(f"tenth batch / second batch = {seconds[9] / seconds[1]:.2f} (goal <= 1.2)")
+        if upkeep:
+            print(f"tenth maintenance / second maintenance = {upkeep[9] / upkeep[1]:.2f}")
     maintenance(warehouse)
     shutil.rmtree(work, ignore_errors=True)
 
@@ -426,6 +442,11 @@ def main() -> int:
         help="successive DSQL batches into one warehouse, timed each (0: skip)",
     )
     parser.add_argument("--growth-changes", type=int, default=20_000, help="changes per batch")
+    parser.add_argument(
+        "--growth-maintenance",
+        action="store_true",
+        help="run and time the maintain job after each growth batch",
+    )
     parser.add_argument(
         "--size-changes",
         type=int,

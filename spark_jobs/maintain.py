@@ -110,7 +110,7 @@ from spark_jobs.warehouse import PROGRESS, RECORD, JobContext
 log = logging.getLogger("airflow_cdc.jobs")
 
 JOB_NAME = "maintain"
-JOB_VERSION = "1.4.9"
+JOB_VERSION = "1.4.10"
 # Delta clusters by at most four columns.
 MAX_CLUSTERING_COLUMNS = 4
 
@@ -467,19 +467,21 @@ def old_checkpoints(
     left in the raw table (a quiet batch's, or one whose records expired while its run was
     the newest) whose file was written before ``quiet_before`` (at landing, or later by
     compaction: an apply that runs that late finds no resolved timestamp to vouch for a cut,
-    and takes none). Of the latter, only runs after ``known.quiet_through`` are read (by
-    the landing sequence's statistics), and ``known.quiet_through`` moves up to the first
-    run whose rows stay for now."""
+    and takes none). Of the latter, only the runs after ``known.quiet_through`` are read (by
+    the landing sequence's statistics), and the ``known.quiet`` batches, whose rows were
+    kept for now; both move on."""
     wh = ctx.warehouse
     mine = (F.col("source") == source) & (F.col("kind") == PROGRESS)
     progress = ctx.spark.read.format("delta").load(wh.raw).where(mine)
     progress = progress.where(F.col("land_seq") < F.lit(known.through))
     stale = F.col("_metadata.file_modification_time") < F.lit(quiet_before)
-    window = progress.where(F.col("land_seq") > F.lit(known.quiet_through))
+    looked_at = (F.col("land_seq") > F.lit(known.quiet_through)) | F.col("batch_id").isin(
+        known.quiet
+    )
     runs = (
-        window.where(~F.col("batch_id").isin(batches))
+        progress.where(looked_at & ~F.col("batch_id").isin(batches))
         .groupBy("batch_id")
-        .agg(F.min("land_seq").alias("first"), F.min(stale).alias("stale"))
+        .agg(F.min(stale).alias("stale"))
         .collect()
     )
     holding = set()
@@ -490,8 +492,8 @@ def old_checkpoints(
         held = records.where(F.col("kind") == RECORD).select("batch_id").distinct()
         holding = {r[0] for r in held.collect()}
     quiet = [r["batch_id"] for r in runs if r["batch_id"] not in holding and r["stale"]]
-    staying = [r["first"] for r in runs if r["batch_id"] not in holding and not r["stale"]]
-    known.quiet_through = min(staying, default=known.through) - 1
+    known.quiet = sorted(r["batch_id"] for r in runs if r["batch_id"] not in holding | set(quiet))
+    known.quiet_through = known.through - 1
     expiring = F.col("batch_id").isin(batches) | F.col("batch_id").isin(quiet)
     return progress.where(expiring).select("record_id", "batch_id")
 

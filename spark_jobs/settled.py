@@ -11,10 +11,12 @@ else makes a decided record undecided again (a final entry outranks a later ``pe
 :func:`~spark_jobs.ledger.current_status`). So a batch found settled stays settled, until a
 landing run adds records to it, which its landing sequence shows.
 
-The state (``_cdc/settled/<source>.json``) holds the raw table's id, the newest landing
-sequence looked at, and each open batch's earliest undecided arrival. It is a cache of facts
+The state (``_cdc/settled/<source>.json``) holds the ids of the raw table and the ledger,
+the newest landing sequence looked at, and each open batch's earliest undecided arrival
+(the earliest found since it opened). It is a cache of facts
 that stay true: a run that dies before writing it leaves the previous one, and a missing or
-unreadable one (or one of another raw table) makes the run look at every batch again.
+unreadable one (or one of another raw table or ledger) makes the run look at every batch
+again.
 """
 
 from __future__ import annotations
@@ -48,9 +50,11 @@ class Settled:
     table_id: str | None = None
     # Every landing run up to this landing sequence has been looked at.
     through: int = 0
-    # The progress rows of every landing run up to this one are gone, or in batches that
-    # hold records (they go with them): :func:`spark_jobs.maintain.old_checkpoints`.
+    # The progress rows of every landing run up to this one are gone, in batches that hold
+    # records (they go with them), or in ``quiet`` batches, kept for now
+    # (:func:`spark_jobs.maintain.old_checkpoints`).
     quiet_through: int = 0
+    quiet: list[str] = field(default_factory=list)
     # Open batches: the earliest arrival (microseconds) among each one's undecided records,
     # or None when it only holds quarantined records a replay does not take by default.
     open: dict[str, int | None] = field(default_factory=dict)
@@ -82,8 +86,9 @@ def load(ctx: JobContext, source: str, table_id: str) -> Settled | None:
         return Settled(
             table_id,
             through,
-            quiet,
-            {str(b): None if us is None else int(us) for b, us in opened.items()},
+            quiet_through=quiet,
+            quiet=[str(b) for b in state["quiet"]],
+            open={str(b): None if us is None else int(us) for b, us in opened.items()},
         )
     except (ValueError, KeyError, TypeError, AttributeError) as err:
         log.warning("settled batches of %s unreadable (%s): every batch is read again", source, err)
@@ -99,6 +104,7 @@ def save(ctx: JobContext, source: str, settled: Settled) -> None:
         "table_id": settled.table_id,
         "through": settled.through,
         "quiet_through": settled.quiet_through,
+        "quiet": sorted(settled.quiet),
         "open": dict(sorted(settled.open.items())),
     }
     write_text(ctx, state_path(ctx, source), json.dumps(state))
@@ -111,9 +117,7 @@ def follow(ctx: JobContext, source: str) -> Settled:
     wh = ctx.warehouse
     if not table_exists(ctx.spark, wh.raw):
         return Settled()
-    detail = DeltaTable.forPath(ctx.spark, wh.raw).detail().select("id").first()
-    assert detail is not None
-    table_id = str(detail[0])
+    table_id = table_ids(ctx)
     known = load(ctx, source, table_id)
     raw = ctx.spark.read.format("delta").load(wh.raw).where(F.col("source") == source)
     landed = raw if known is None else raw.where(F.col("land_seq") > known.through)
@@ -126,10 +130,19 @@ def follow(ctx: JobContext, source: str) -> Settled:
     if known is not None:
         through = max(through, known.through)
     batches = {r["batch_id"] for r in runs if r["records"]} | set(known.open if known else ())
-    quiet = 0 if known is None else known.quiet_through
-    settled = Settled(table_id, through, quiet, {}, sorted(batches))
+    settled = Settled(table_id, through, read=sorted(batches))
+    if known is not None:
+        settled.quiet_through, settled.quiet = known.quiet_through, known.quiet
     if batches:
         settled.open = open_batches(ctx, source, raw, settled.read)
+    if known is not None:
+        # An open batch keeps the earliest arrival found for it: a record landed without one
+        # counts its raw file's time, which a rewrite of the file (compaction, the
+        # retention's deletes) moves later.
+        for batch, since in settled.open.items():
+            before = known.open.get(batch)
+            if since is not None and before is not None:
+                settled.open[batch] = min(since, before)
     log.info(
         "batches of %s: read %d, open %s, undecided since %s",
         source,
@@ -138,6 +151,17 @@ def follow(ctx: JobContext, source: str) -> Settled:
         settled.since(),
     )
     return settled
+
+
+def table_ids(ctx: JobContext) -> str:
+    """The ids of the raw table and the ledger (none yet: empty), which the state is of."""
+    ids = []
+    for path in (ctx.warehouse.raw, ctx.warehouse.ledger):
+        found = None
+        if table_exists(ctx.spark, path):
+            found = DeltaTable.forPath(ctx.spark, path).detail().select("id").first()
+        ids.append("" if found is None else str(found[0]))
+    return "/".join(ids)
 
 
 def open_batches(

@@ -506,17 +506,18 @@ def test_the_checkpoints_of_quiet_batches_expire_too(
             found.setdefault(row["batch_id"], set()).add(row["land_seq"])
         return found
 
-    def quiet_through() -> int:
-        state = Path(warehouse, "_cdc", "settled", "dump.json").read_text()
-        return int(json.loads(state)["quiet_through"])
+    def looked_at() -> tuple[int, list[str]]:
+        """Through which landing run the progress rows were looked at; the batches kept."""
+        state = json.loads(Path(warehouse, "_cdc", "settled", "dump.json").read_text())
+        return state["quiet_through"], state["quiet"]
 
     assert runs() == {"b1": {1}, "b2": {2}, "b3": {3}}
     kept = maintain_run(warehouse, 86400.0)
     assert kept["expired"]["raw_rows"] == 0 and runs() == {"b1": {1}, "b2": {2}, "b3": {3}}
-    assert quiet_through() == 1  # the next run reads b2's run again, not b1's
+    assert looked_at() == (2, ["b2"])  # the next run reads b2's rows again, not b1's
     expired = maintain_run(warehouse, 86400.0, "--raw-retention-seconds", "0")["expired"]
     assert expired["records_expired"] > 0
     assert runs() == {"b3": {3}}
-    assert quiet_through() == 2
+    assert looked_at() == (2, [])
     # Each landing run wrote one progress row per shard (two): b1's and b2's went.
     assert expired["raw_rows"] == expired["records_expired"] + 2 * 2

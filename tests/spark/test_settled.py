@@ -74,3 +74,30 @@ def test_a_run_reads_the_batches_landed_since_and_the_open_ones(
     )
     assert follow() == (["b2"], {}, None)
     assert follow() == ([], {}, None)
+
+
+def test_an_open_batch_keeps_the_earliest_arrival_found_when_its_files_are_rewritten(
+    spark: Any, warehouse: str, tmp_path: Path
+) -> None:
+    """A ``lines`` file's records land without an arrival time: the time their raw file was
+    written stands in for it, and compaction rewrites the file later. The batch, open all
+    along, keeps the time first found, which bounds its records' commit times."""
+    from delta.tables import DeltaTable
+
+    ctx = JobContext(spark, Warehouse(warehouse), "m", "r", "maintain", "test")
+    lines = tmp_path / "sink"
+    lines.mkdir()
+    (lines / "part-0.ndjson").write_text('{"after": {"id": 1}, "key": [1]}\n')
+    land_dump(warehouse, str(lines), "b1", source="sink", layout="lines", fmt="cockroachdb")
+    first = settled.follow(ctx, "sink")
+    settled.save(ctx, "sink", first)
+    landed = first.since()
+    assert landed is not None
+    (lines / "part-1.ndjson").write_text('{"after": {"id": 2}, "key": [2]}\n')
+    land_dump(warehouse, str(lines), "b1", source="sink", layout="lines", fmt="cockroachdb")
+    DeltaTable.forPath(spark, f"{warehouse}/_cdc/raw").optimize().executeCompaction()
+    raw = spark.read.format("delta").load(f"{warehouse}/_cdc/raw")
+    written = raw.select("_metadata.file_modification_time").distinct().collect()
+    assert len(written) == 1 and written[0][0].astimezone(dt.UTC) > landed  # rewritten
+    again = settled.follow(ctx, "sink")
+    assert again.read == ["b1"] and again.since() == landed
