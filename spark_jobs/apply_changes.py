@@ -74,7 +74,7 @@ from spark_jobs.warehouse import RECORD, JobContext
 
 log = logging.getLogger("airflow_cdc.jobs")
 JOB_NAME = "apply_changes"
-JOB_VERSION = "2.8.21"
+JOB_VERSION = "2.8.22"
 
 
 @dataclass(frozen=True)
@@ -518,7 +518,7 @@ def follow_transactions(
     changes = transactions.stamp(changes, summary).localCheckpoint()
     cut = holding.cut
     if cut is not cutting.NO_CUT:
-        holding.cut = transactions.lower(cut, summary)
+        holding.cut = transactions.lower(cut, summary, tracking.expire_before)
         if holding.cut.at != cut.at:
             log.info(
                 "cut of %s lowered from %s to %s: transactions %s are incomplete",

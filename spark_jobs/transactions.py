@@ -15,7 +15,11 @@ events per data collection. Landed from the same source as the table topics
   changes' times, so that a cut takes a transaction whole or not at all;
 * the cut is lowered to the commit time (as far as it is known) of the earliest incomplete
   transaction: every transaction committed before the published cut is in it, whole. An
-  incomplete transaction's changes wait with the held changes; the cut waits for it.
+  incomplete transaction's changes wait with the held changes; the cut waits for it, unless
+  it lies below the published cut (a redelivered event of a transaction applied whole: a
+  published cut cannot take it whole any more, and its changes are late), or its ``END``
+  has waited for ``--max-pending-wall-seconds`` for an event that never came (quarantined
+  when it landed, say): then it is applied as far as it arrived.
 
 The ``END`` events are open state (``_cdc/transactions``, partitioned by source, rewritten
 once per run), each ``pending`` in the ledger until the run that applies its transaction
@@ -28,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import logging
 from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame
@@ -46,6 +51,8 @@ OPEN_SCHEMA = struct(
     "txn_id STRING, event_count BIGINT, collections MAP<STRING, BIGINT>, record_id STRING,"
     " batch_id STRING, carried_at TIMESTAMP, source STRING"
 )
+log = logging.getLogger("airflow_cdc.jobs")
+
 # Transactions named in the log when they hold the cut back.
 NAMED = 5
 
@@ -97,7 +104,8 @@ def _names(spec: TableSpec) -> Column:
 
 def assess(changes: DataFrame, open_ends: DataFrame, specs: list[TableSpec]) -> DataFrame:
     """Per transaction that ``changes`` or ``open_ends`` name: ``txn_id``, ``commit_ts`` (the
-    newest of its known changes' times; null when none is known) and ``complete``."""
+    newest of its known changes' times; null when none is known), ``complete`` and
+    ``carried_at`` (since when its ``END`` is carried; null without one)."""
     only_table = len(specs) == 1
     belongs = [resolve.belongs(spec, only_table) for spec in specs]
     event = F.coalesce(
@@ -148,16 +156,17 @@ def assess(changes: DataFrame, open_ends: DataFrame, specs: list[TableSpec]) -> 
         .withColumn("_short", F.lit(True))
     )
     times = known.groupBy("txn_id").agg(F.max("commit_ts").alias("commit_ts"))
-    ended = open_ends.select("txn_id").distinct().withColumn("_ended", F.lit(True))
+    ended = open_ends.groupBy("txn_id").agg(F.min("carried_at").alias("carried_at"))
     return (
         times.join(ended, "txn_id", "full")
         .join(short, "txn_id", "left")
         .select(
             "txn_id",
             "commit_ts",
-            (F.coalesce("_ended", F.lit(False)) & ~F.coalesce("_short", F.lit(False))).alias(
+            (F.col("carried_at").isNotNull() & ~F.coalesce("_short", F.lit(False))).alias(
                 "complete"
             ),
+            "carried_at",
         )
         .localCheckpoint()
     )
@@ -175,16 +184,43 @@ def stamp(changes: DataFrame, summary: DataFrame) -> DataFrame:
     )
 
 
-def lower(cut: Cut, summary: DataFrame) -> Cut:
+def given_up(expire_before: dt.datetime) -> Column:
+    """Whether an incomplete transaction is no longer waited for: its ``END`` has been
+    carried since before ``expire_before``, and an event it counts never came (quarantined
+    when it landed, say)."""
+    carried = F.col("carried_at") < F.lit(expire_before).cast("timestamp")
+    return F.coalesce(~F.col("complete") & F.col("commit_ts").isNotNull() & carried, F.lit(False))
+
+
+def lower(cut: Cut, summary: DataFrame, expire_before: dt.datetime) -> Cut:
     """The cut, lowered to the (known) commit time of the earliest incomplete transaction
-    below it."""
+    below it. Not waited for: a transaction below the published cut (a published cut cannot
+    take it whole any more: a redelivered event of a transaction applied whole, or one whose
+    ``END`` expired; its changes are late), and one given up (:func:`given_up`)."""
     if cut.at is None:
         return cut
-    waiting = summary.where(
+    waits = (
         ~F.col("complete")
         & F.col("commit_ts").isNotNull()
         & (F.col("commit_ts") < F.lit(cut.at).cast("timestamp"))
     )
+    if cut.published is not None:
+        waits = waits & (F.col("commit_ts") >= F.lit(cut.published).cast("timestamp"))
+    abandoned = [
+        r[0]
+        for r in summary.where(waits & given_up(expire_before))
+        .orderBy("commit_ts", "txn_id")
+        .select("txn_id")
+        .take(NAMED)
+    ]
+    if abandoned:
+        log.warning(
+            "not waiting any longer for incomplete transactions %s (their END came before %s;"
+            " an event they count never did): the cut passes them",
+            abandoned,
+            expire_before.isoformat(),
+        )
+    waiting = summary.where(waits & ~given_up(expire_before))
     row = waiting.agg(
         F.unix_micros(F.min("commit_ts")).alias("at"), F.count(F.lit(1)).alias("n")
     ).first()
@@ -236,7 +272,7 @@ def settle(
     commit time below a forward cut, or ``applies_all`` for a run without a cut) or that expired
     go (``control``); the rest are carried (a newly landed one, in ``fresh``, becomes
     ``pending``)."""
-    state = open_ends.join(summary, "txn_id", "left")
+    state = open_ends.join(summary.drop("carried_at"), "txn_id", "left")
     if applies_all:
         applied = F.lit(True)
     elif cut.forward:
@@ -249,16 +285,32 @@ def settle(
     expired = F.col("commit_ts").isNull() & (
         F.col("carried_at") < F.lit(expire_before).cast("timestamp")
     )
+    if applies_all:
+        passed = F.lit(True)
+    elif cut.forward:
+        passed = F.coalesce(F.col("commit_ts") < F.lit(cut.at).cast("timestamp"), F.lit(False))
+    else:
+        passed = F.lit(False)
     state = state.withColumn(
         "_reason",
-        F.when(
-            applied, F.concat(F.lit("transaction END "), "txn_id", F.lit(": applied whole"))
-        ).when(
+        F.when(applied, F.concat(F.lit("transaction END "), "txn_id", F.lit(": applied whole")))
+        .when(
             expired,
             F.concat(
                 F.lit("transaction END "),
                 "txn_id",
                 F.lit(f": expired, no change of it arrived since {expire_before.isoformat()}"),
+            ),
+        )
+        .when(
+            given_up(expire_before) & passed,
+            F.concat(
+                F.lit("transaction END "),
+                "txn_id",
+                F.lit(
+                    f": incomplete since before {expire_before.isoformat()}, applied without"
+                    " the events that never came"
+                ),
             ),
         ),
     ).localCheckpoint()

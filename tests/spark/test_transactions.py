@@ -180,15 +180,47 @@ def write_dump(messages: list[dict[str, Any]], path: Path, offsets: dict[str, in
         (path / f"{topic}.ndjson").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
-def apply(warehouse: str, batch: str, cut: dt.datetime) -> dict[str, Any]:
+def apply(warehouse: str, batch: str, cut: dt.datetime, *options: str) -> dict[str, Any]:
     return apply_changes.main(
         [
             *("--warehouse", warehouse, "--batch-id", batch, "--source", "pg"),
             *("--format", "debezium", "--ddl", DDL, "--cut-at", cut.isoformat()),
             *("--interval-start", (cut - dt.timedelta(hours=1)).isoformat()),
             "--transactions",
+            *options,
         ]
     )
+
+
+def land_hour(
+    warehouse: str,
+    tmp_path: Path,
+    hour: int,
+    messages: list[dict[str, Any]],
+    offsets: dict[str, int],
+) -> dt.datetime:
+    """Land ``messages`` as batch ``h<hour>``; the resolved timestamp the dump gives (its
+    newest message, at most the hour's end)."""
+    write_dump(messages, tmp_path / f"h{hour}", offsets)
+    land_dump(
+        warehouse,
+        str(tmp_path / f"h{hour}"),
+        f"h{hour}",
+        source="pg",
+        layout="kafka",
+        fmt="debezium",
+    )
+    newest = max(m["ts"] for m in messages)
+    end = DAY + dt.timedelta(hours=hour + 1)
+    return min(end, dt.datetime.fromtimestamp(newest / 1000, dt.UTC))
+
+
+def whole(txns: list[Txn]) -> list[dict[str, Any]]:
+    return [m for t in txns for m in (*t.events(), t.boundary("BEGIN"), t.boundary("END"))]
+
+
+def published_at(stats: dict[str, Any]) -> dt.datetime:
+    return dt.datetime.fromisoformat(stats["cut"]["published"]["cut_at"])
 
 
 def statuses(spark: Any, warehouse: str, record_ids: list[str]) -> list[list[str]]:
@@ -346,3 +378,59 @@ def test_a_transaction_is_complete_when_its_declared_tables_have_every_event(
     }
     assert summary["t1"][1] is not None and summary["t6"][1] is None
     assert summary["t1"][1] == summary["t2"][1] != summary["t3"][1]
+
+
+def test_a_redelivered_event_of_a_transaction_applied_whole_does_not_hold_the_cut(
+    spark: Any, warehouse: str, tmp_path: Path
+) -> None:
+    """Hour 0 brings its transactions whole; hour 1 its own and, again, one event of an hour-0
+    transaction (a connector restart). The published cut is past that transaction, which no
+    cut can take whole any more: the cut goes on, and the event is a duplicate."""
+    txns = bank(seed=11, hours=2)
+    hour = DAY + dt.timedelta(hours=1)
+    first = [t for t in txns if t.at < hour]
+    offsets: dict[str, int] = {}
+    resolved = land_hour(warehouse, tmp_path, 0, whole(first), offsets)
+    stats = apply(warehouse, "h0", hour)
+    assert published_at(stats) == resolved
+    again = next(t for t in first if len(t.changes) > 1).events()[0]
+    second = [t for t in txns if hour <= t.at < hour + dt.timedelta(hours=1)]
+    resolved = land_hour(warehouse, tmp_path, 1, [*whole(second), again], offsets)
+    stats = apply(warehouse, "h1", hour + dt.timedelta(hours=1))
+    assert balanced(stats)
+    assert published_at(stats) == resolved and stats["cut"]["waiting_for"] == []
+    assert stats["accounting"]["duplicate"] == 1
+    assert tables_at(spark, warehouse) == state_as_of(txns, resolved)
+
+
+def test_a_transaction_with_an_event_quarantined_at_landing_is_given_up_after_the_wall_time(
+    spark: Any, warehouse: str, tmp_path: Path
+) -> None:
+    """One event of a two-table transaction T is not a JSON object: quarantined when parsed,
+    it never counts for T's END. The cut waits at T, then, once T's END has waited for
+    ``--max-pending-wall-seconds``, goes on: T is applied without the event."""
+    txns = bank(seed=13, hours=2)
+    hour = DAY + dt.timedelta(hours=1)
+    first = [t for t in txns if t.at < hour]
+    broken = next(t for t in first if len({c[0] for c in t.changes}) == 2)
+    messages = whole(first)
+    lost = next(m for m in messages if m["value"].get("transaction", {}).get("id") == broken.id)
+    lost["value"] = "not an event"
+    offsets: dict[str, int] = {}
+    land_hour(warehouse, tmp_path, 0, messages, offsets)
+    stats = apply(warehouse, "h0", hour)
+    assert published_at(stats) == broken.at and stats["cut"]["waiting_for"] == [broken.id]
+    # What arrived: T without the lost event (its first: events come in T's order).
+    arrived = [Txn(t.id, t.at, t.lsn, t.changes[1:] if t is broken else t.changes) for t in txns]
+    assert tables_at(spark, warehouse) == state_as_of(arrived, broken.at)
+    second = [t for t in txns if hour <= t.at < hour + dt.timedelta(hours=1)]
+    resolved = land_hour(warehouse, tmp_path, 1, whole(second), offsets)
+    stats = apply(warehouse, "h1", hour + dt.timedelta(hours=1), "--max-pending-wall-seconds", "1")
+    assert balanced(stats)
+    assert published_at(stats) == resolved and stats["cut"]["waiting_for"] == []
+    assert tables_at(spark, warehouse) == state_as_of(arrived, resolved)
+    ledger = spark.read.format("delta").load(f"{warehouse}/_cdc/ledger")
+    end = ledger.where(ledger.reason.startswith(f"transaction END {broken.id}:"))
+    assert sorted(r["status"] for r in end.collect()) == ["control", "pending"]
+    carried = spark.read.format("delta").load(f"{warehouse}/_cdc/transactions")
+    assert broken.id not in {r["txn_id"] for r in carried.collect()}
