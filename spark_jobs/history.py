@@ -100,6 +100,7 @@ def rechain(rows: DataFrame, keys: list[str]) -> DataFrame:
     chained = rows.withColumn("__start_at", F.last(known, True).over(so_far)).withColumn(
         "__end_at", F.lead("__start_at").over(per_key)
     )
+    markers: list[Column] = []
     for field in rows.schema.fields:
         name = field.name
         if name in keys or name in META or name.startswith("_cdc_"):
@@ -109,6 +110,18 @@ def rechain(rows: DataFrame, keys: list[str]) -> DataFrame:
         sets = partial.isNull() | F.array_contains(partial, name)
         newest = F.last(F.when(sets, F.struct(F.col(quoted(name)).alias("v"))), True)
         chained = chained.withColumn(name, newest.over(so_far)["v"])
+        # And the special value (NaN, infinity) the version that set it stored for it, as
+        # the target keeps it (:func:`spark_jobs.apply.merge`).
+        if "_cdc_special_values" in rows.columns:
+            special = F.col("_cdc_special_values").getItem(name)
+            kept = F.last(F.when(sets, F.struct(special.alias("v"))), True)
+            markers += [F.lit(name), kept.over(so_far)["v"]]
+    if markers:
+        folded = F.map_filter(F.create_map(*markers), lambda _, v: v.isNotNull())
+        chained = chained.withColumn(
+            "_cdc_special_values",
+            F.when(partial.isNull(), F.col("_cdc_special_values")).otherwise(folded),
+        )
     return chained
 
 
@@ -151,7 +164,7 @@ def record(
             keys,
         )
         # Only what changes: new versions, and known ones whose span or folded values moved.
-        values = [c for c in fresh.columns if c not in keys and c != "_cdc_special_values"]
+        values = [c for c in fresh.columns if c not in keys]
         state = F.to_json(F.struct(*(F.col(quoted(c)) for c in values)))
         previous = before.select(
             *(F.col(quoted(k)) for k in keys), "_cdc_sequence", state.alias("_cdc_was")

@@ -110,3 +110,37 @@ def test_a_late_partial_update_does_not_overwrite_newer_stored_columns(
     assert outcomes["b2"]["superseded"] == 1 and outcomes["b2"]["applied"] == 1
     for accounting in outcomes.values():
         assert accounting["landed"] == sum(accounting[k] for k in STATUSES)
+
+
+def test_a_partial_update_keeps_the_special_values_of_the_columns_it_does_not_set(
+    spark: Any, tmp_path: Path
+) -> None:
+    """YDB UPDATES mode, one key: a reset whose ``price`` is NaN (stored as null, with its
+    marker), then an update of ``name``. The row and its history's second version both keep
+    the NaN marker of the column the update did not set."""
+
+    def line(offset: int, doc: dict[str, Any]) -> str:
+        value = json.dumps({"key": [1], **doc})
+        return json.dumps({"topic": "items/feed", "partition": 0, "offset": offset, "value": value})
+
+    reset = {"name": "a", "qty": 2, "price": "NaN", "updated_at": None}
+    lines = [
+        line(0, {"reset": reset, "ts": [1000, 1]}),
+        line(1, {"update": {"name": "b"}, "ts": [2000, 1]}),
+    ]
+    dump = tmp_path / "dump"
+    dump.mkdir()
+    (dump / "b1.ndjson").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    warehouse = str(tmp_path / "warehouse")
+    land_dump(warehouse, str(dump), "b1", layout="kafka", fmt="ydb")
+    stats = process(warehouse, "b1", ddl=DDL, fmt="ydb", options=("--history", "*"))
+    assert stats["apply"]["accounting"]["applied"] == 2
+    row = spark.read.format("delta").load(f"{warehouse}/shop/items").first()
+    assert (row["name"], row["price"], row["_cdc_special_values"]) == ("b", None, {"price": "NaN"})
+    history = spark.read.format("delta").load(f"{warehouse}/shop/items__history")
+    found = [
+        (r["name"], r["price"], r["_cdc_special_values"])
+        for r in history.orderBy("__start_at").collect()
+    ]
+    assert found == [("a", None, {"price": "NaN"}), ("b", None, {"price": "NaN"})]
+
