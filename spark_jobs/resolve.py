@@ -241,7 +241,8 @@ def _decode(
     frame = changes.select(
         "*",
         is_delete.alias("_delete"),
-        F.coalesce(image, F.when(key.isNotNull(), empty)).alias("_image"),
+        # A delete names its row by the key alone; an upsert needs its image.
+        F.coalesce(image, F.when(key.isNotNull() & is_delete, empty)).alias("_image"),
         F.when(key_kind.startswith("OBJECT"), F.variant_get(key, "$", IMAGE)).alias("_key_map"),
         F.when(key_kind.startswith("ARRAY"), F.variant_get(key, "$", "ARRAY<VARIANT>")).alias(
             "_key_list"

@@ -55,8 +55,8 @@ def decode_row(
     """
     is_delete = kind == DELETE
     image = before if is_delete else after
-    if image is None and key is not None:
-        image = {}
+    if image is None and key is not None and is_delete:
+        image = {}  # a delete names its row by the key alone; an upsert needs its image
     if image is None and is_delete:
         raise RecordFormatError(
             "missing_key", "the delete has no before image and the record carries no key"

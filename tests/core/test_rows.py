@@ -62,3 +62,14 @@ def test_a_special_value_in_a_key_column_is_refused(kind: str) -> None:
     assert "sku holds NaN, valid_to holds infinity" in str(info.value)
     fine = {"sku": "1.5", "valid_to": "2026-01-01T00:00:00Z", "amount": 1}
     assert decode_row(temporal, UPSERT, None, fine).values["sku"] == Decimal("1.50")
+
+
+def test_an_upsert_without_its_image_is_refused_even_with_a_key() -> None:
+    """A delete is named by its key alone; an upsert with no ``after`` (a YDB changefeed in
+    UPDATES or OLD_IMAGE mode written as Debezium, a CDL UPDATE with null ``data``) would
+    otherwise null every other column of the row."""
+    key = {"order_id": 1, "item_id": 2}
+    assert decode_row(SPEC, DELETE, None, None, key=key).is_delete
+    with pytest.raises(RecordFormatError) as info:
+        decode_row(SPEC, UPSERT, {"order_id": 1, "item_id": 2, "quantity": 3}, None, key=key)
+    assert info.value.reason == "missing_image"

@@ -144,3 +144,38 @@ def test_a_partial_update_keeps_the_special_values_of_the_columns_it_does_not_se
     ]
     assert found == [("a", None, {"price": "NaN"}), ("b", None, {"price": "NaN"})]
 
+
+def test_an_update_without_its_new_image_is_quarantined_not_applied_as_empty(
+    spark: Any, tmp_path: Path
+) -> None:
+    """YDB's Debezium format from a changefeed that writes no new image (UPDATES or
+    OLD_IMAGE mode): an update carries the key and no ``after``. Applied, it would null
+    every column of the row; it is quarantined, and the row stays as it was."""
+
+    def line(offset: int, op: str, after: dict[str, Any] | None, step: int) -> str:
+        source = {"connector": "ydb", "version": "1.0.0", "ts_ms": step, "step": step}
+        payload = {"op": op, "after": after, "source": {**source, "txId": 1, "snapshot": False}}
+        return json.dumps(
+            {
+                "topic": "items",
+                "partition": 0,
+                "offset": offset,
+                "key": json.dumps({"payload": {"id": 1}}),
+                "value": json.dumps({"payload": payload}),
+            }
+        )
+
+    row = {"id": 1, "name": "a", "qty": 2, "price": "1.50", "updated_at": None}
+    dump = tmp_path / "dump"
+    dump.mkdir()
+    lines = [line(0, "c", row, 1000), line(1, "u", None, 2000)]
+    (dump / "b1.ndjson").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    warehouse = str(tmp_path / "warehouse")
+    land_dump(warehouse, str(dump), "b1", layout="kafka", fmt="ydb-debezium")
+    accounting = process(warehouse, "b1", ddl=DDL, fmt="ydb-debezium")["apply"]["accounting"]
+    assert (accounting["applied"], accounting["quarantined"]) == (1, 1)
+    reasons = spark.read.format("delta").load(f"{warehouse}/_cdc/quarantine").select("reason")
+    assert [r[0] for r in reasons.collect()] == ["missing_image"]
+    assert table_state(spark, warehouse) == {
+        1: {"id": 1, "name": "a", "qty": 2, "price": "1.50", "updated_at": None}
+    }
