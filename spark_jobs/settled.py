@@ -4,7 +4,7 @@ the batches still open, not the whole retained history.
 
 A record is undecided while the ledger has no final entry for it (its batch's apply has not
 run, failed, holds it, or its set waits for fragments), or while its outcome now is
-``quarantined`` for a reason a replay fixes (:data:`~spark_jobs.ledger.REPLAYABLE`). A batch
+``quarantined`` for a reason a replay fixes (:data:`~spark_jobs.ledger.HOLDS_TOMBSTONES`). A batch
 is *open* while it has an undecided record or any record quarantined now: a replay run with
 explicit reasons can turn a quarantined record's outcome into a replayable one, and nothing
 else makes a decided record undecided again (a final entry outranks a later ``pending``,
@@ -187,7 +187,7 @@ def open_batches(
         )
         status, reason = F.col("status"), F.col("reason")
     quarantined = F.coalesce(status == ledger.QUARANTINED, F.lit(False))
-    undecided = status.isNull() | (quarantined & reason.isin(*ledger.REPLAYABLE))
+    undecided = status.isNull() | (quarantined & reason.isin(*ledger.HOLDS_TOMBSTONES))
     found = (
         records.where(undecided | quarantined)
         .groupBy("batch_id")

@@ -16,8 +16,8 @@ events per data collection. Landed from the same source as the table topics
 * the cut is lowered to the commit time (as far as it is known) of the earliest incomplete
   transaction: every transaction committed before the published cut is in it, whole. An
   incomplete transaction's changes wait with the held changes; the cut waits for it, unless
-  it lies below the published cut (a redelivered event of a transaction applied whole: a
-  published cut cannot take it whole any more, and its changes are late), or its ``END``
+  it lies below the published cut with no ``END`` carried (a redelivered event of a
+  transaction applied whole, or one whose ``END`` expired: its changes are late), or its ``END``
   has waited for ``--max-pending-wall-seconds`` for an event that never came (quarantined
   when it landed, say): then it is applied as far as it arrived.
 
@@ -129,6 +129,7 @@ def assess(changes: DataFrame, open_ends: DataFrame, specs: list[TableSpec]) -> 
         ]
     )
     # One END per transaction: a redelivered END is a second record with the same counts.
+    carried = open_ends.groupBy("txn_id").agg(F.min("carried_at").alias("carried_at"))
     open_ends = open_ends.dropDuplicates(["txn_id"])
     counted = F.coalesce(F.size("collections"), F.lit(0)) > 0
     per_collection = open_ends.where(counted).select(
@@ -156,9 +157,8 @@ def assess(changes: DataFrame, open_ends: DataFrame, specs: list[TableSpec]) -> 
         .withColumn("_short", F.lit(True))
     )
     times = known.groupBy("txn_id").agg(F.max("commit_ts").alias("commit_ts"))
-    ended = open_ends.groupBy("txn_id").agg(F.min("carried_at").alias("carried_at"))
     return (
-        times.join(ended, "txn_id", "full")
+        times.join(carried, "txn_id", "full")
         .join(short, "txn_id", "left")
         .select(
             "txn_id",
@@ -205,7 +205,12 @@ def lower(cut: Cut, summary: DataFrame, expire_before: dt.datetime) -> Cut:
         & (F.col("commit_ts") < F.lit(cut.at).cast("timestamp"))
     )
     if cut.published is not None:
-        waits = waits & (F.col("commit_ts") >= F.lit(cut.published).cast("timestamp"))
+        # Below the published cut, a transaction whose END is carried is waited for still
+        # (late, it is applied whole); one without (its END applied or expired) is not.
+        waits = waits & (
+            (F.col("commit_ts") >= F.lit(cut.published).cast("timestamp"))
+            | F.col("carried_at").isNotNull()
+        )
     abandoned = [
         r[0]
         for r in summary.where(waits & given_up(expire_before))

@@ -448,13 +448,13 @@ def test_a_tombstone_stays_while_an_older_change_landed_before_it_is_undecided(
 def test_a_tombstone_stays_while_an_older_change_waits_in_the_quarantine_for_a_replay(
     spark: Any, warehouse: str, tmp_path: Path
 ) -> None:
-    """b1's upsert is quarantined (its table not yet declared), b2's delete is applied once
-    the table is. A replay after the fix can still apply b1's change, so the tombstone
+    """b1's upsert is quarantined (``name`` declared a number by mistake), b2's delete is
+    applied once the DDL is fixed. A replay can still apply b1's change, so the tombstone
     stays through maintenance; the replay then finds the row deleted and supersedes the
     upsert (a purged tombstone let it bring the row back)."""
     land_upsert_then_delete(warehouse, tmp_path)
-    other = "CREATE TABLE public.other (id BIGINT PRIMARY KEY);"
-    first = process(warehouse, "b1", ddl=other)["apply"]["accounting"]
+    wrong = "CREATE TABLE public.accounts (id BIGINT PRIMARY KEY, name BIGINT);"
+    first = process(warehouse, "b1", ddl=wrong)["apply"]["accounting"]
     assert first["quarantined"] == 1
     process(warehouse, "b2", ddl=ACCOUNTS_DDL)
     stats = maintain_run(warehouse, 0.5, "--ddl", ACCOUNTS_DDL)

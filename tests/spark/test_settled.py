@@ -53,8 +53,9 @@ def test_a_run_reads_the_batches_landed_since_and_the_open_ones(
     assert follow() == (["b1"], {"b1": b1}, b1)  # landed, not applied
     process(warehouse, "b1", ddl=DDL)
     assert follow() == (["b1"], {}, None)  # applied: settled
-    b2 = land(warehouse, tmp_path, "b2", "other", 10)  # a table the DDL does not declare
-    process(warehouse, "b2", ddl=DDL)
+    b2 = land(warehouse, tmp_path, "b2", "ledgers", 10)
+    wrong = DDL + " CREATE TABLE public.ledgers (id BIGINT PRIMARY KEY, name BIGINT);"
+    assert process(warehouse, "b2", ddl=wrong)["apply"]["accounting"]["quarantined"] == 1
     assert follow() == (["b2"], {"b2": b2}, b2)  # quarantined for a replay: open
     assert follow() == (["b2"], {"b2": b2}, b2)  # b1 is not read again
     # A landing run that adds records to a settled batch opens it again.
@@ -66,14 +67,15 @@ def test_a_run_reads_the_batches_landed_since_and_the_open_ones(
     Path(settled.state_path(ctx, "dump")).unlink()
     assert follow() == (["b1", "b2"], {"b2": b2}, b2)
     # Replayed after the fix, the quarantined record is final: nothing is open.
-    process(
-        warehouse,
-        "replay",
-        ddl=DDL + " CREATE TABLE public.other (id BIGINT PRIMARY KEY, name TEXT);",
-        options=("--replay",),
-    )
+    fixed = DDL + " CREATE TABLE public.ledgers (id BIGINT PRIMARY KEY, name TEXT);"
+    process(warehouse, "replay", ddl=fixed, options=("--replay",))
     assert follow() == (["b2"], {}, None)
     assert follow() == ([], {}, None)
+    # A table the DDL does not declare has no tombstones: its quarantined records keep
+    # their batch open, and hold no purge back.
+    land(warehouse, tmp_path, "b3", "other", 30)
+    process(warehouse, "b3", ddl=DDL)
+    assert follow() == (["b3"], {"b3": None}, None)
 
 
 def test_an_open_batch_keeps_the_earliest_arrival_found_when_its_files_are_rewritten(
