@@ -280,15 +280,7 @@ def test_a_cut_takes_transactions_whole_and_waits_for_a_late_end(
         resolved = min(end, dt.datetime.fromtimestamp(newest / 1000, dt.UTC))
         batch.extend(rng.sample(batch, 4))  # redeliveries
         rng.shuffle(batch)
-        write_dump(batch, tmp_path / f"h{hour}", offsets)
-        land_dump(
-            warehouse,
-            str(tmp_path / f"h{hour}"),
-            f"h{hour}",
-            source="pg",
-            layout="kafka",
-            fmt="debezium",
-        )
+        land_hour(warehouse, tmp_path, hour, batch, offsets)
         stats = apply(warehouse, f"h{hour}", end)
         assert balanced(stats)
         cut = dt.datetime.fromisoformat(stats["cut"]["published"]["cut_at"])
