@@ -255,10 +255,7 @@ def growth(spark: Any, args: argparse.Namespace) -> None:
         held = spark.read.format("delta").load(f"{warehouse}/_cdc/held").count()
         line = f"{number:<8}{seconds[-1]:>10.1f}{len(part) / seconds[-1]:>14,.0f}{held:>11,}"
         if args.growth_maintenance:
-            stats, spent = timed(
-                maintain.main,
-                [*common, "--ddl", DDL, "--raw-retention-seconds", str(7 * 86400)],
-            )
+            stats, spent = timed(maintain.main, [*common, "--ddl", DDL])
             upkeep.append(spent)
             line += f"{spent:>12.1f}{stats['batches']['batches_read']:>14}"
         print(line)

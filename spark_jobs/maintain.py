@@ -517,7 +517,8 @@ def expire_bookkeeping(
     if expired is not None:
         report["records_expired"] = expired.count()
         batches = sorted(r[0] for r in expired.select("batch_id").distinct().collect())
-    # Record ids are unique across kinds (a checkpoint's starts with "progress:").
+    # Record ids are unique across kinds (a checkpoint's starts with "progress:"). Both sides
+    # are materialized: the union reads them again, not the tables.
     checkpoints = old_checkpoints(ctx, source, batches, now - final_for, known)
     checkpoints = checkpoints.localCheckpoint()
     landed = checkpoints if expired is None else expired.unionByName(checkpoints)
@@ -525,7 +526,7 @@ def expire_bookkeeping(
     touched = sorted({*batches, *old})
     if not touched:
         return report
-    report["raw_rows"] = delete_records(ctx, wh.raw, source, landed.localCheckpoint(), touched)
+    report["raw_rows"] = delete_records(ctx, wh.raw, source, landed, touched)
     fault_point("maintain:after_raw_retention")
     if expired is not None and batches:
         report["quarantine_rows"] = delete_records(ctx, wh.quarantine, source, expired, batches)

@@ -175,16 +175,11 @@ def open_batches(
     records = raw.where((F.col("kind") == RECORD) & F.col("batch_id").isin(batches)).select(
         "record_id", "batch_id", F.coalesce("arrival_ts", written).alias("arrival_ts")
     )
-    entries = ledger.read_partitions(ctx.spark, ctx.warehouse.ledger, source, batches)
-    if entries is None:
+    final = ledger.final_entries(ctx.spark, ctx.warehouse.ledger, source, batches)
+    if final is None:
         status, reason = F.lit(None).cast("string"), F.lit(None).cast("string")
     else:
-        final = ledger.current_status(entries).where(F.col("status") != ledger.PENDING)
-        records = records.join(
-            final.select("record_id", "batch_id", "status", "reason"),
-            ["record_id", "batch_id"],
-            "left",
-        )
+        records = records.join(final, "record_id", "left")
         status, reason = F.col("status"), F.col("reason")
     quarantined = F.coalesce(status == ledger.QUARANTINED, F.lit(False))
     undecided = status.isNull() | (quarantined & reason.isin(*ledger.HOLDS_TOMBSTONES))

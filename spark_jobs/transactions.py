@@ -279,43 +279,31 @@ def settle(
     ``pending``)."""
     state = open_ends.join(summary.drop("carried_at"), "txn_id", "left")
     if applies_all:
-        applied = F.lit(True)
-    elif cut.forward:
-        below = F.col("commit_ts") < F.lit(cut.at).cast("timestamp")
-        applied = F.coalesce(
-            F.col("complete") & (below | F.col("commit_ts").isNull()), F.lit(False)
-        )
+        passed = applied = F.lit(True)
     else:
-        applied = F.coalesce(F.col("complete") & F.col("commit_ts").isNull(), F.lit(False))
+        # Whether the run's cut takes the transaction: below a forward cut.
+        passed = F.lit(False)
+        if cut.forward:
+            below = F.col("commit_ts") < F.lit(cut.at).cast("timestamp")
+            passed = F.coalesce(below, F.lit(False))
+        applied = F.coalesce(
+            F.col("complete") & (passed | F.col("commit_ts").isNull()), F.lit(False)
+        )
     expired = F.col("commit_ts").isNull() & (
         F.col("carried_at") < F.lit(expire_before).cast("timestamp")
     )
-    if applies_all:
-        passed = F.lit(True)
-    elif cut.forward:
-        passed = F.coalesce(F.col("commit_ts") < F.lit(cut.at).cast("timestamp"), F.lit(False))
-    else:
-        passed = F.lit(False)
     state = state.withColumn(
         "_reason",
-        F.when(applied, F.concat(F.lit("transaction END "), "txn_id", F.lit(": applied whole")))
+        F.when(applied, _end_reason("applied whole"))
         .when(
             expired,
-            F.concat(
-                F.lit("transaction END "),
-                "txn_id",
-                F.lit(f": expired, no change of it arrived since {expire_before.isoformat()}"),
-            ),
+            _end_reason(f"expired, no change of it arrived since {expire_before.isoformat()}"),
         )
         .when(
             given_up(expire_before) & passed,
-            F.concat(
-                F.lit("transaction END "),
-                "txn_id",
-                F.lit(
-                    f": incomplete since before {expire_before.isoformat()}, applied without"
-                    " the events that never came"
-                ),
+            _end_reason(
+                f"incomplete since before {expire_before.isoformat()}, applied without the"
+                " events that never came"
             ),
         ),
     ).localCheckpoint()
@@ -327,13 +315,16 @@ def settle(
         "record_id",
         "batch_id",
         F.lit(PENDING).alias("status"),
-        F.concat(
-            F.lit("transaction END "), "txn_id", F.lit(": kept until its transaction is applied")
-        ).alias("reason"),
+        _end_reason("kept until its transaction is applied").alias("reason"),
     )
     return Outcome(
         carried=kept.select(*OPEN_SCHEMA.fieldNames()), statuses=union_all([gone, waiting])
     )
+
+
+def _end_reason(what: str) -> Column:
+    """A ledger reason for an ``END`` event: ``transaction END <id>: <what>``."""
+    return F.concat(F.lit("transaction END "), "txn_id", F.lit(f": {what}"))
 
 
 def write_open(ctx: JobContext, source: str, rows: DataFrame, had_rows: bool) -> None:
