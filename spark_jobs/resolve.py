@@ -252,8 +252,11 @@ def _decode(
 
     def raw(name: str) -> Column:
         if name in keys:
+            # The image is the row: the key fills only the key columns it lacks (see
+            # ``core.rows.decode_row``); a message key may not be the primary key at all.
             by_position = F.try_element_at(key_list, F.lit(keys.index(name) + 1))
-            return F.coalesce(key_map[name], by_position, img[name])
+            own = img[name]
+            return F.coalesce(F.when(~F.is_variant_null(own), own), key_map[name], by_position, own)
         return F.when(~F.col("_delete"), img[name])
 
     # Each column's JSON value once, as a column: the decoders refer to it many times.
@@ -275,6 +278,15 @@ def _decode(
         ),
     ).alias("_cdc_rare")
     return _finish(frame, spec, types, parts, slots, max_columns, rare)
+
+
+def _lacks_key(image: Column, keys: list[str]) -> Column:
+    """Whether ``image`` lacks one of the key columns ``keys`` (or holds it null): only then
+    is the record's own key read."""
+    lacks = F.lit(False)
+    for name in keys:
+        lacks = lacks | image[name].isNull() | F.is_variant_null(image[name])
+    return lacks
 
 
 def _decode_rare(marked: DataFrame, spec: TableSpec, full: list[ColumnSpec]) -> DataFrame:
@@ -399,7 +411,7 @@ def _finish(
         ),
         F.when(img.isNull(), _error("missing_image", F.lit("after image is NoneType"))),
         F.when(
-            key_list.isNotNull() & (F.size(key_list) != len(keys)),
+            key_list.isNotNull() & (F.size(key_list) != len(keys)) & _lacks_key(img, keys),
             _error(
                 "key_mismatch",
                 F.concat(

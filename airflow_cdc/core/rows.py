@@ -64,7 +64,7 @@ def decode_row(
     if not isinstance(image, dict):
         name = "before" if is_delete else "after"
         raise RecordFormatError("missing_image", f"{name} image is {type(image).__name__}")
-    image = {**image, **_key_columns(spec, key)}
+    image = _with_key(spec, image, key)
     missing = [k for k in spec.primary_key if image.get(k) is None]
     if missing:
         raise RecordFormatError("missing_key", f"key columns {missing} are absent or null")
@@ -103,6 +103,19 @@ def special_key_message(held: dict[str, str]) -> str:
     refused."""
     named = ", ".join(f"{name} holds {value}" for name, value in held.items())
     return f"{named}: {SPECIAL_KEY}"
+
+
+def _with_key(
+    spec: TableSpec, image: dict[str, Any], key: dict[str, Any] | list[Any] | None
+) -> dict[str, Any]:
+    """``image`` with the key columns it lacks (a delete without a before image, YDB's update)
+    from the record's ``key``. The image is the row: a message key may not be the primary key
+    at all (CockroachDB's ``key_column``), so it is not read while the row carries its own."""
+    lacking = [k for k in spec.primary_key if image.get(k) is None]
+    if not lacking:
+        return image
+    own_key = _key_columns(spec, key)
+    return {**image, **{k: own_key[k] for k in lacking if k in own_key}}
 
 
 def _key_columns(spec: TableSpec, key: dict[str, Any] | list[Any] | None) -> dict[str, Any]:

@@ -73,3 +73,25 @@ def test_an_upsert_without_its_image_is_refused_even_with_a_key() -> None:
     with pytest.raises(RecordFormatError) as info:
         decode_row(SPEC, UPSERT, {"order_id": 1, "item_id": 2, "quantity": 3}, None, key=key)
     assert info.value.reason == "missing_image"
+
+
+def test_the_rows_own_key_columns_win_over_a_message_key_that_is_not_the_primary_key() -> None:
+    """CockroachDB's ``key_column`` option keys the messages by another column ("WITH
+    key_column='office', unordered"), so a message key may not be the row's primary key. The
+    image is the row: its key columns stand, and the key fills only those it lacks (a delete
+    without a before image)."""
+    after = {"order_id": 1, "item_id": 2, "quantity": 7}
+    row = decode_row(SPEC, UPSERT, None, after, key=[7, 7])
+    assert (row.values["order_id"], row.values["item_id"]) == (1, 2)
+    deleted = decode_row(SPEC, DELETE, {"order_id": 1, "item_id": 2}, None, key=[7, 7])
+    assert (deleted.values["order_id"], deleted.values["item_id"]) == (1, 2)
+    update = {"quantity": 3}  # YDB's update: the key columns only in the key
+    filled = decode_row(SPEC, UPSERT, None, update, key=[4, 5])
+    assert (filled.values["order_id"], filled.values["item_id"]) == (4, 5)
+    assert decode_row(SPEC, DELETE, None, None, key=[4, 5]).values["order_id"] == 4
+    # A key of another arity (``key_column`` on a two-column key) is not read either...
+    assert decode_row(SPEC, UPSERT, None, after, key=[7]).values["item_id"] == 2
+    # ...unless the row needs it.
+    with pytest.raises(RecordFormatError) as info:
+        decode_row(SPEC, UPSERT, None, update, key=[4])
+    assert info.value.reason == "key_mismatch"

@@ -179,3 +179,41 @@ def test_an_update_without_its_new_image_is_quarantined_not_applied_as_empty(
     assert table_state(spark, warehouse) == {
         1: {"id": 1, "name": "a", "qty": 2, "price": "1.50", "updated_at": None}
     }
+
+
+def test_a_message_key_that_is_not_the_primary_key_does_not_rename_the_row(
+    spark: Any, tmp_path: Path
+) -> None:
+    """CockroachDB's ``key_column`` keys the messages by another column ("WITH
+    key_column='office', unordered"): here ``qty``. The rows keep their own ``id``; a delete
+    with ``diff`` deletes the row its before image names."""
+
+    def line(offset: int, qty: int, after: dict[str, Any] | None, **extra: Any) -> str:
+        value = {"after": after, "updated": f"{1_767_225_600_000_000_000 + offset}.0", **extra}
+        return json.dumps(
+            {
+                "topic": "items",
+                "partition": 0,
+                "offset": offset,
+                "key": json.dumps([qty]),
+                "value": json.dumps(value),
+            }
+        )
+
+    def row(ident: int, name: str) -> dict[str, Any]:
+        return {"id": ident, "name": name, "qty": 5, "price": "1.50", "updated_at": None}
+
+    dump = tmp_path / "dump"
+    dump.mkdir()
+    lines = [
+        line(0, 5, row(1, "a")),
+        line(1, 5, row(2, "b")),
+        line(2, 5, None, before=row(1, "a")),
+    ]
+    (dump / "b1.ndjson").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    warehouse = str(tmp_path / "warehouse")
+    land_dump(warehouse, str(dump), "b1", layout="kafka", fmt="cockroachdb")
+    accounting = process(warehouse, "b1", ddl=DDL, fmt="cockroachdb")["apply"]["accounting"]
+    assert table_state(spark, warehouse) == {2: row(2, "b")}
+    # Row 1's insert is superseded by its delete in the batch.
+    assert (accounting["applied"], accounting["superseded"], accounting["quarantined"]) == (2, 1, 0)
