@@ -13,7 +13,9 @@ Debezium's ``io.debezium.time`` types (``Date``, ``Time``, ``MicroTime``, ``Nano
 ``Timestamp``, ``MicroTimestamp``, ``NanoTimestamp``, ``ZonedTimestamp``, ``ZonedTime``,
 ``MicroDuration``), ``VariableScaleDecimal``,
 ``Json`` and ``Uuid``; any other logical name ending in ``Decimal`` (for example Huawei CDL's
-``com.xxx.cdc.data.Decimal``) is a decimal serialized as a string.
+``com.xxx.cdc.data.Decimal``) is a decimal serialized as a string, and a ``string`` of a
+logical name ending in ``.timestamp`` (CDL 2.0's ``com.xxx.cdc.data.timestamp``) a timestamp
+as text.
 """
 
 from __future__ import annotations
@@ -140,6 +142,10 @@ def family(field: dict[str, Any]) -> str:
             return _LOGICAL[name][0]
         if name.endswith("Decimal"):
             return _decimal_family(_decimal_scale(field))
+        if name.endswith(".timestamp") and field.get("type") == "string":
+            # Huawei CDL 2.0's com.xxx.cdc.data.timestamp: the column its 1.0 types as
+            # Connect's Timestamp, written as text.
+            return "timestamptz"
     connect_type = field.get("type")
     if not isinstance(connect_type, str) or connect_type not in _PRIMITIVES:
         raise RecordFormatError("invalid_schema", f"unknown Connect type {connect_type!r}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from airflow_cdc.core.events import (
 from airflow_cdc.core.exceptions import RecordFormatError
 from airflow_cdc.core.formats import parser_for
 from airflow_cdc.core.formats.cockroach import parse_hlc, split_batch
-from airflow_cdc.core.rows import decode_row
+from airflow_cdc.core.rows import decode_row, type_conflicts
 
 
 def parse(fmt: str, value: object, key: object = None, position: str = "p1", topic=None):
@@ -446,6 +447,18 @@ def test_cdl_20_is_debezium_with_unique():
     record = change("cdl", value)
     assert record.key == {"id": 35} and record.table.qualified == "public.ct_pg2hudi"
     assert record.sequence == change("debezium", value).sequence
+
+
+def test_cdl_20_timestamps_are_text_of_the_column_10_types_as_a_timestamp():
+    # Seed: the same column time1 is "org.apache.kafka.connect.data.Timestamp" (int64) in the
+    # 1.0 sample and {"type":"string","name":"com.xxx.cdc.data.timestamp"} in the 2.0 one, so
+    # a table declared for one takes the other; the 2.0 sample's null is no type conflict.
+    assert change("cdl", CDL_10).types["time1"] == change("cdl", CDL_20).types["time1"]
+    assert "time1" not in type_conflicts(CT, change("cdl", CDL_20).types)
+    after = {**CDL_20["payload"]["after"], "time1": "2024-02-04 12:34:56.789"}
+    record = change("cdl", {**CDL_20, "payload": {**CDL_20["payload"], "after": after}})
+    row = decode_row(CT, record.kind, record.before, record.after, record.key)
+    assert row.values["time1"] == dt.datetime(2024, 2, 4, 12, 34, 56, 789000, tzinfo=dt.UTC)
 
 
 # --- Debezium and Kafka Connect types -------------------------------------------------------

@@ -217,3 +217,35 @@ def test_a_message_key_that_is_not_the_primary_key_does_not_rename_the_row(
     assert table_state(spark, warehouse) == {2: row(2, "b")}
     # Row 1's insert is superseded by its delete in the batch.
     assert (accounting["applied"], accounting["superseded"], accounting["quarantined"]) == (2, 1, 0)
+
+
+def test_cdl_20_timestamps_written_as_text_are_applied(spark: Any, tmp_path: Path) -> None:
+    """Huawei CDL 2.0 types a timestamp column as {"type": "string", "name":
+    "com.xxx.cdc.data.timestamp"} (seed 004's sample, whose value is null); the same column
+    its 1.0 sample types as Connect's Timestamp. The seed's record, with a value and without."""
+    seed = Path(__file__).resolve().parents[2].parent / "shared" / "seeds"
+    sample = next(
+        json.loads(line)
+        for line in (seed / "004_5572f1559f40c1ec.txt").read_text(encoding="utf-8").splitlines()
+        if '"message_version":"2.0"' in line
+    )
+
+    def line(offset: int, ident: int, time1: str | None) -> str:
+        after = {**sample["payload"]["after"], "id": ident, "time1": time1}
+        payload = {**sample["payload"], "after": after, "unique": {"id": ident}}
+        value = json.dumps({"schema": sample["schema"], "payload": payload})
+        return json.dumps({"topic": "cdl", "partition": 0, "offset": offset, "value": value})
+
+    dump = tmp_path / "dump"
+    dump.mkdir()
+    lines = [line(0, 1, "2024-02-04 12:34:56.789"), line(1, 2, None)]
+    (dump / "b1.ndjson").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    warehouse = str(tmp_path / "warehouse")
+    ddl = "CREATE TABLE public.ct_pg2hudi (id INT PRIMARY KEY, count1 BIGINT, time1 TIMESTAMPTZ)"
+    land_dump(warehouse, str(dump), "b1", layout="kafka", fmt="cdl")
+    accounting = process(warehouse, "b1", ddl=ddl, fmt="cdl")["apply"]["accounting"]
+    assert (accounting["applied"], accounting["quarantined"]) == (2, 0)
+    rows = spark.sql(
+        f"SELECT id, unix_micros(time1) AS t FROM delta.`{warehouse}/public/ct_pg2hudi`"
+    ).collect()
+    assert {r["id"]: r["t"] for r in rows} == {1: 1_707_050_096_789_000, 2: None}
