@@ -1,9 +1,10 @@
 """Hourly Kafka change stream (YDB, CockroachDB, Arcion, Huawei CDL or Debezium) to Delta Lake.
 
 land -> wait_for_resolved -> apply_changes, one batch per data interval, as
-in ``dsql_to_delta``; only the landing source and the record format differ. For formats with
-in-band resolved markers (``ydb``, ``cockroachdb``, ``cdl``) the sensor waits for the
-changefeed's own resolved timestamp to pass the interval's end.
+in ``dsql_to_delta``; only the landing source and the record format differ. The landing lands
+its batch again until its resolved timestamp passes the interval's end (for formats with
+in-band resolved markers, ``ydb``, ``cockroachdb`` and ``cdl``, the changefeed's own), so that
+the batch holds every change committed before it; the sensor then passes at once.
 
 Settings are Airflow Variables (or ``AIRFLOW_VAR_*`` environment variables):
 ``cdc_warehouse`` (warehouse root), ``cdc_topic`` (Kafka topic), ``cdc_format`` (record

@@ -10,7 +10,6 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import Context
-from airflow.sdk.exceptions import AirflowRescheduleException, AirflowSensorTimeout
 
 from airflow_cdc.assets import event_extra, partition_key, table_assets
 from airflow_cdc.core.columns import MAX_ADDED_COLUMNS, MAX_COLUMNS_PER_RECORD
@@ -41,7 +40,7 @@ from airflow_cdc.lineage import (
     version_facet,
 )
 from airflow_cdc.links import DeltaTableLink, SparkApplicationLink, SparkMasterLink
-from airflow_cdc.operators.base import SparkJobOperator
+from airflow_cdc.operators.base import SparkJobOperator, check_waiting, land_again_later
 from airflow_cdc.operators.land import Landing, raw_table_outputs
 from airflow_cdc.settings import chosen
 
@@ -414,23 +413,15 @@ class LandAndApplyOperator(ApplyChangesOperator):
         return self.report(stats, context)
 
     def wait(self, context: Context, stats: dict[str, Any]) -> None:
-        """Land again later, or fail once the task has waited ``timeout`` seconds.
-
-        Later is ``poke_interval`` from now, and no sooner than the target plus the
-        landing's lateness: a resolved timestamp is a horizon (a time already read) less the
-        lateness, so it cannot reach the target before then."""
-        now = dt.datetime.now(dt.UTC)
-        first = context["ti"].get_first_reschedule_date(context) or now
-        deadline = first + dt.timedelta(seconds=self.timeout)
-        if now >= deadline:
-            raise AirflowSensorTimeout(
-                f"{stats['waiting']}; waited {self.timeout:.0f} s since {first.isoformat()}"
-            )
-        target = check_time(self.resolved_target, "resolved_target")
-        earliest = target + dt.timedelta(seconds=self.land.lateness(self.record_format))
-        again = min(max(now + dt.timedelta(seconds=self.poke_interval), earliest), deadline)
-        self.log.info("%s; landing again at %s", stats["waiting"], again.isoformat())
-        raise AirflowRescheduleException(again)
+        """Land again later, or fail once the task has waited ``timeout`` seconds
+        (:func:`~airflow_cdc.operators.base.land_again_later`)."""
+        land_again_later(
+            self,
+            context,
+            stats["waiting"],
+            check_time(self.resolved_target, "resolved_target"),
+            self.land.lateness(self.record_format),
+        )
 
     def job_args(self, context: Context) -> list[str]:
         if not isinstance(self.land, Landing):
@@ -439,9 +430,7 @@ class LandAndApplyOperator(ApplyChangesOperator):
                 f" (airflow_cdc.operators.land), got {self.land!r}"
             )
         check_time(self.resolved_target, "resolved_target")
-        for name in ("poke_interval", "timeout"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"{name} must be > 0 seconds, got {getattr(self, name)!r}")
+        check_waiting(self.poke_interval, self.timeout)
         apply = super().job_args(context)
         return [
             *("--source", check_source(self.source), "--land-job", self.land.job),

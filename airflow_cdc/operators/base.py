@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import json
 import os
 import uuid
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, Protocol
 
 import fsspec
 from airflow.sdk import BaseHook, BaseOperator, BaseOperatorLink, Context
+from airflow.sdk.exceptions import AirflowRescheduleException, AirflowSensorTimeout
 
 from airflow_cdc.jobs import (
     bookkeeping_location,
@@ -26,6 +28,44 @@ from airflow_cdc.submit import SubmitSpec, check_version, job_spec
 if TYPE_CHECKING:
     from airflow.providers.openlineage.extractors import OperatorLineage
     from openlineage.client.event_v2 import InputDataset, OutputDataset
+
+
+class Waits(Protocol):
+    """An operator that lands again while its resolved timestamp is short of a target."""
+
+    poke_interval: float
+    timeout: float
+
+    @property
+    def log(self) -> Any: ...
+
+
+def land_again_later(
+    operator: Waits, context: Context, waiting: str, target: dt.datetime, lateness: float
+) -> NoReturn:
+    """Reschedule the task to land again, or fail once it has waited ``timeout`` seconds.
+
+    Again is ``poke_interval`` from now, and no sooner than ``target`` plus the landing's
+    ``lateness``: a resolved timestamp is a horizon (a time already read) less the lateness,
+    so it cannot reach the target before then."""
+    now = dt.datetime.now(dt.UTC)
+    first = context["ti"].get_first_reschedule_date(context) or now
+    deadline = first + dt.timedelta(seconds=operator.timeout)
+    if now >= deadline:
+        raise AirflowSensorTimeout(
+            f"{waiting}; waited {operator.timeout:.0f} s since {first.isoformat()}"
+        )
+    earliest = target + dt.timedelta(seconds=lateness)
+    again = min(max(now + dt.timedelta(seconds=operator.poke_interval), earliest), deadline)
+    operator.log.info("%s; landing again at %s", waiting, again.isoformat())
+    raise AirflowRescheduleException(again)
+
+
+def check_waiting(poke_interval: float, timeout: float) -> None:
+    """``poke_interval`` and ``timeout`` must be > 0 seconds."""
+    for name, value in (("poke_interval", poke_interval), ("timeout", timeout)):
+        if not value > 0:
+            raise ValueError(f"{name} must be > 0 seconds, got {value!r}")
 
 
 class SparkJobOperator(BaseOperator):

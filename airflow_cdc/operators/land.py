@@ -11,7 +11,7 @@ from airflow.sdk import Context
 from airflow_cdc.core.formats import IN_BAND_RESOLVED
 from airflow_cdc.hooks.kafka import KafkaClusterHook
 from airflow_cdc.hooks.kinesis import KinesisStreamHook
-from airflow_cdc.jobs import bookkeeping_location, check_source
+from airflow_cdc.jobs import bookkeeping_location, check_source, check_time
 from airflow_cdc.lineage import (
     files_location,
     input_dataset,
@@ -20,7 +20,7 @@ from airflow_cdc.lineage import (
     location_inputs,
     location_outputs,
 )
-from airflow_cdc.operators.base import SparkJobOperator
+from airflow_cdc.operators.base import SparkJobOperator, check_waiting, land_again_later
 from airflow_cdc.settings import chosen
 
 if TYPE_CHECKING:
@@ -259,11 +259,56 @@ class FilesLanding(Landing):
 
 
 class LandingOperator(SparkJobOperator):
-    """A landing job submitted alone: its :class:`Landing`, landing ``source``."""
+    """A landing job submitted alone: its :class:`Landing`, landing ``source``.
+
+    The task ends once its landing leaves the resolved timestamp at or past
+    ``resolved_target`` (by default the data interval's end). Until then it reschedules
+    itself, as a sensor in ``reschedule`` mode does, and lands again into the same batch after
+    ``poke_interval`` seconds (no sooner than the target plus the landing's lateness), failing
+    once ``timeout`` seconds have passed since its first try. So every change committed
+    before the interval's end is in this batch or an earlier one when the task ends, which is
+    what the apply of this batch reads: a resolved-timestamp sensor alone cannot see to it,
+    since a later interval's landing moves the source's resolved timestamp past this one's end
+    with changes of this interval that it lands in its own batch.
+
+    :param resolved_target: ISO 8601 time the landing's resolved timestamp must reach, default
+        the data interval's end; ``None`` lands once, whatever it reaches (a landing with no
+        apply of its batch after it, or one that another task completes).
+    :param poke_interval: Seconds between landings while the resolved timestamp is short.
+    :param timeout: Seconds after the first try at which a task still short fails.
+    """
 
     source: str | None
     # Whether the job must be told the source (a stream or topic names one by default).
     source_required: ClassVar[bool] = False
+
+    def __init__(
+        self,
+        *,
+        resolved_target: str | None = "{{ data_interval_end | ts }}",
+        poke_interval: float = 60.0,
+        timeout: float = 6 * 3600.0,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.resolved_target = resolved_target
+        self.poke_interval = poke_interval
+        self.timeout = timeout
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        if self.resolved_target is None:
+            return super().execute(context)
+        target = check_time(self.resolved_target, "resolved_target")
+        check_waiting(self.poke_interval, self.timeout)
+        stats = super().execute(context)
+        reached = stats.get("resolved_ts")
+        if reached is None or check_time(reached, "resolved_ts") < target:
+            waiting = (
+                f"the resolved timestamp of batch {self.batch_id} is {reached}, short of"
+                f" {target.isoformat()}: landed, and landing again"
+            )
+            land_again_later(self, context, waiting, target, self.landing().lateness())
+        return stats
 
     def landing(self) -> Landing:
         """The landing the operator's (rendered) fields describe."""
@@ -295,7 +340,12 @@ class LandKinesisOperator(LandingOperator):
     """
 
     job = "land_kinesis"
-    template_fields: Sequence[str] = (*SparkJobOperator.template_fields, "stream", "source")
+    template_fields: Sequence[str] = (
+        *SparkJobOperator.template_fields,
+        "stream",
+        "source",
+        "resolved_target",
+    )
 
     def __init__(
         self,
@@ -337,6 +387,7 @@ class LandKafkaOperator(LandingOperator):
         "topics",
         "source",
         "record_format",
+        "resolved_target",
     )
 
     def __init__(
@@ -379,7 +430,12 @@ class LandFilesOperator(LandingOperator):
     """
 
     job = "land_files"
-    template_fields: Sequence[str] = (*SparkJobOperator.template_fields, "path", "source")
+    template_fields: Sequence[str] = (
+        *SparkJobOperator.template_fields,
+        "path",
+        "source",
+        "resolved_target",
+    )
     source_required = True
 
     def __init__(

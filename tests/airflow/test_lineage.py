@@ -75,6 +75,8 @@ def submitted(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[SubmitSpec]]:
         }
         if operator.job == "apply_changes":
             stats["tables"] = {"public.orders": {"applied": 2, "version": 7}}
+        else:  # a landing that reaches past any interval's end at once
+            stats["resolved_ts"] = "2100-01-01T00:00:00+00:00"
         return stats
 
     specs = fake_submit(monkeypatch, counts)
@@ -270,7 +272,13 @@ def test_the_users_own_parent_job_properties_are_kept(
 ) -> None:
     mine = {"spark.openlineage.parentJobName": "mine", "spark.openlineage.parentRunId": "r1"}
     op = LandFilesOperator(
-        task_id="l", warehouse="/wh", path="/in", source="s", batch_id="b1", spark_conf=mine
+        task_id="l",
+        warehouse="/wh",
+        path="/in",
+        source="s",
+        batch_id="b1",
+        resolved_target="2026-01-01T01:00:00+00:00",
+        spark_conf=mine,
     )
     op.execute({"run_id": "r"})  # type: ignore[arg-type]
     lineage_conf = {k: v for k, v in submitted[0].conf.items() if "openlineage" in k}
@@ -299,6 +307,7 @@ def test_nothing_is_injected_without_openlineage(
         path="/in",
         source="s",
         batch_id="b1",
+        resolved_target="2026-01-01T01:00:00+00:00",
         spark_conf={"spark.executor.cores": "2"},
         openlineage_inject_parent_job_info=opt_in,
         openlineage_inject_transport_info=opt_in,

@@ -569,6 +569,7 @@ def test_a_run_that_ends_without_its_counts_still_names_its_application(
         source="s",
         batch_id="b1",
         spark_conn_id="cluster",
+        resolved_target=None,
     )
     error = "exited with 1" if ending == "fails" else "ended without writing its counts"
     with pytest.raises(RuntimeError, match=error):
@@ -755,3 +756,79 @@ def test_land_and_apply_reports_an_applied_batch_as_the_apply_does(
     logged = "".join(capfd.readouterr())
     assert "public.t: 3 inserted" in logged  # the apply's line per table
     assert "shard shard-0: 3 records landed" in logged  # and the landing's per shard
+
+
+@pytest.mark.parametrize(
+    ("resolved_in", "target_in", "lateness", "again_in"),
+    [
+        (-60, -3600, 300, None),  # reached: the task ends with the landing's counts
+        (-3660, -3600, 0, 120),  # short of a past target: land again after poke_interval
+        (-600, 0, 300, 300),  # a live stream: not before the target plus the lateness
+        (None, -3600, 0, 120),  # no resolved timestamp yet
+    ],
+)
+def test_a_landing_lands_its_batch_again_until_it_reaches_the_interval_end(
+    resolved_in: int | None,
+    target_in: int,
+    lateness: int,
+    again_in: int | None,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    """The apply of batch H reads batch H and earlier ones: a change committed before H's
+    end that a later interval's landing lands is not in them, even though the source's
+    resolved timestamp (what a sensor sees) then passes H's end. So the landing of H ends only
+    once its own resolved timestamp reaches the target."""
+    import datetime as dt
+
+    from airflow.sdk.exceptions import AirflowRescheduleException
+
+    now = dt.datetime.now(dt.UTC)
+    resolved = None if resolved_in is None else (now + dt.timedelta(seconds=resolved_in))
+    stats = {
+        "job": "land_files",
+        "landed": 1,
+        "resolved_ts": None if resolved is None else resolved.isoformat(),
+    }
+    specs = fake_submit(monkeypatch, lambda op, spec: stats)
+    op = LandFilesOperator(
+        task_id="l",
+        warehouse=str(tmp_path / "wh"),
+        path="/in",
+        source="s",
+        batch_id="b1",
+        lateness_seconds=lateness,
+        resolved_target=(now + dt.timedelta(seconds=target_in)).isoformat(),
+        poke_interval=120,
+    )
+    context = {"run_id": "r", "ti": FirstTry(None)}
+    if again_in is None:
+        assert op.execute(context)["landed"] == 1  # type: ignore[arg-type]
+        return
+    with pytest.raises(AirflowRescheduleException) as raised:
+        op.execute(context)  # type: ignore[arg-type]
+    assert len(specs) == 1  # it landed before it waits
+    delay = (raised.value.reschedule_date - now).total_seconds()
+    assert again_in - 1 < delay < again_in + 30
+
+
+def test_a_landing_told_no_target_lands_once(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    stats = {"job": "land_files", "landed": 1, "resolved_ts": None}
+    fake_submit(monkeypatch, lambda op, spec: stats)
+    op = LandFilesOperator(
+        task_id="l",
+        warehouse=str(tmp_path / "wh"),
+        path="/in",
+        source="s",
+        batch_id="b1",
+        resolved_target=None,
+    )
+    assert op.execute({"run_id": "r"})["landed"] == 1  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="resolved_target"):
+        LandFilesOperator(
+            task_id="m",
+            warehouse=str(tmp_path / "wh"),
+            path="/in",
+            source="s",
+            resolved_target="soon",
+        ).execute({"run_id": "r"})  # type: ignore[arg-type]
