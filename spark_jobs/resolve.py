@@ -256,7 +256,7 @@ def _decode(
             # ``core.rows.decode_row``); a message key may not be the primary key at all.
             by_position = F.try_element_at(key_list, F.lit(keys.index(name) + 1))
             own = img[name]
-            return F.coalesce(F.when(~F.is_variant_null(own), own), key_map[name], by_position, own)
+            return F.coalesce(F.when(~_lacks(img, name), own), key_map[name], by_position, own)
         return F.when(~F.col("_delete"), img[name])
 
     # Each column's JSON value once, as a column: the decoders refer to it many times.
@@ -280,12 +280,17 @@ def _decode(
     return _finish(frame, spec, types, parts, slots, max_columns, rare)
 
 
+def _lacks(image: Column, name: str) -> Column:
+    """Whether ``image`` lacks the column ``name`` or holds it null (SQL or JSON null)."""
+    return image[name].isNull() | F.is_variant_null(image[name])
+
+
 def _lacks_key(image: Column, keys: list[str]) -> Column:
-    """Whether ``image`` lacks one of the key columns ``keys`` (or holds it null): only then
-    is the record's own key read."""
+    """Whether ``image`` lacks one of the key columns ``keys``: only then is the record's own
+    key read."""
     lacks = F.lit(False)
     for name in keys:
-        lacks = lacks | image[name].isNull() | F.is_variant_null(image[name])
+        lacks = lacks | _lacks(image, name)
     return lacks
 
 

@@ -416,11 +416,13 @@ class LandAndApplyOperator(ApplyChangesOperator):
         """Land again later, or fail once the task has waited ``timeout`` seconds
         (:func:`~airflow_cdc.operators.base.land_again_later`)."""
         land_again_later(
-            self,
+            self.log,
             context,
             stats["waiting"],
             check_time(self.resolved_target, "resolved_target"),
             self.land.lateness(self.record_format),
+            self.poke_interval,
+            self.timeout,
         )
 
     def job_args(self, context: Context) -> list[str]:

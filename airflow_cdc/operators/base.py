@@ -8,7 +8,7 @@ import json
 import os
 import uuid
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
 
 import fsspec
 from airflow.sdk import BaseHook, BaseOperator, BaseOperatorLink, Context
@@ -30,18 +30,14 @@ if TYPE_CHECKING:
     from openlineage.client.event_v2 import InputDataset, OutputDataset
 
 
-class Waits(Protocol):
-    """An operator that lands again while its resolved timestamp is short of a target."""
-
-    poke_interval: float
-    timeout: float
-
-    @property
-    def log(self) -> Any: ...
-
-
 def land_again_later(
-    operator: Waits, context: Context, waiting: str, target: dt.datetime, lateness: float
+    log: Any,
+    context: Context,
+    waiting: str,
+    target: dt.datetime,
+    lateness: float,
+    poke_interval: float,
+    timeout: float,
 ) -> NoReturn:
     """Reschedule the task to land again, or fail once it has waited ``timeout`` seconds.
 
@@ -50,14 +46,12 @@ def land_again_later(
     so it cannot reach the target before then."""
     now = dt.datetime.now(dt.UTC)
     first = context["ti"].get_first_reschedule_date(context) or now
-    deadline = first + dt.timedelta(seconds=operator.timeout)
+    deadline = first + dt.timedelta(seconds=timeout)
     if now >= deadline:
-        raise AirflowSensorTimeout(
-            f"{waiting}; waited {operator.timeout:.0f} s since {first.isoformat()}"
-        )
+        raise AirflowSensorTimeout(f"{waiting}; waited {timeout:.0f} s since {first.isoformat()}")
     earliest = target + dt.timedelta(seconds=lateness)
-    again = min(max(now + dt.timedelta(seconds=operator.poke_interval), earliest), deadline)
-    operator.log.info("%s; landing again at %s", waiting, again.isoformat())
+    again = min(max(now + dt.timedelta(seconds=poke_interval), earliest), deadline)
+    log.info("%s; landing again at %s", waiting, again.isoformat())
     raise AirflowRescheduleException(again)
 
 

@@ -307,7 +307,10 @@ class LandingOperator(SparkJobOperator):
                 f"the resolved timestamp of batch {self.batch_id} is {reached}, short of"
                 f" {target.isoformat()}: landed, and landing again"
             )
-            land_again_later(self, context, waiting, target, self.landing().lateness())
+            lateness = self.landing().lateness()
+            land_again_later(
+                self.log, context, waiting, target, lateness, self.poke_interval, self.timeout
+            )
         return stats
 
     def landing(self) -> Landing:

@@ -267,19 +267,24 @@ def test_events_of_a_run_carry_datasets_and_link_the_spark_job(
         assert spec.conf["spark.openlineage.rootParentJobName"] == "cdc_lineage"
 
 
-def test_the_users_own_parent_job_properties_are_kept(
-    events_file: Path, submitted: list[SubmitSpec]
-) -> None:
-    mine = {"spark.openlineage.parentJobName": "mine", "spark.openlineage.parentRunId": "r1"}
-    op = LandFilesOperator(
+def files_landing(**kwargs: Any) -> LandFilesOperator:
+    """A landing of batch ``b1`` whose resolved timestamp needs to reach no later time."""
+    return LandFilesOperator(
         task_id="l",
         warehouse="/wh",
         path="/in",
         source="s",
         batch_id="b1",
         resolved_target="2026-01-01T01:00:00+00:00",
-        spark_conf=mine,
+        **kwargs,
     )
+
+
+def test_the_users_own_parent_job_properties_are_kept(
+    events_file: Path, submitted: list[SubmitSpec]
+) -> None:
+    mine = {"spark.openlineage.parentJobName": "mine", "spark.openlineage.parentRunId": "r1"}
+    op = files_landing(spark_conf=mine)
     op.execute({"run_id": "r"})  # type: ignore[arg-type]
     lineage_conf = {k: v for k, v in submitted[0].conf.items() if "openlineage" in k}
     assert lineage_conf == mine
@@ -301,13 +306,7 @@ def test_nothing_is_injected_without_openlineage(
         opt_in = False
     else:
         monkeypatch.setitem(sys.modules, "airflow.providers.openlineage.utils.spark", None)
-    op = LandFilesOperator(
-        task_id="l",
-        warehouse="/wh",
-        path="/in",
-        source="s",
-        batch_id="b1",
-        resolved_target="2026-01-01T01:00:00+00:00",
+    op = files_landing(
         spark_conf={"spark.executor.cores": "2"},
         openlineage_inject_parent_job_info=opt_in,
         openlineage_inject_transport_info=opt_in,

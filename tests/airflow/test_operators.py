@@ -758,6 +758,13 @@ def test_land_and_apply_reports_an_applied_batch_as_the_apply_does(
     assert "shard shard-0: 3 records landed" in logged  # and the landing's per shard
 
 
+def files_landing(tmp_path: Path, **kwargs: Any) -> LandFilesOperator:
+    """A LandFilesOperator of batch ``b1`` into a warehouse under ``tmp_path``."""
+    return LandFilesOperator(
+        task_id="l", warehouse=str(tmp_path / "wh"), path="/in", source="s", batch_id="b1", **kwargs
+    )
+
+
 @pytest.mark.parametrize(
     ("resolved_in", "target_in", "lateness", "again_in"),
     [
@@ -791,12 +798,8 @@ def test_a_landing_lands_its_batch_again_until_it_reaches_the_interval_end(
         "resolved_ts": None if resolved is None else resolved.isoformat(),
     }
     specs = fake_submit(monkeypatch, lambda op, spec: stats)
-    op = LandFilesOperator(
-        task_id="l",
-        warehouse=str(tmp_path / "wh"),
-        path="/in",
-        source="s",
-        batch_id="b1",
+    op = files_landing(
+        tmp_path,
         lateness_seconds=lateness,
         resolved_target=(now + dt.timedelta(seconds=target_in)).isoformat(),
         poke_interval=120,
@@ -815,20 +818,7 @@ def test_a_landing_lands_its_batch_again_until_it_reaches_the_interval_end(
 def test_a_landing_told_no_target_lands_once(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
     stats = {"job": "land_files", "landed": 1, "resolved_ts": None}
     fake_submit(monkeypatch, lambda op, spec: stats)
-    op = LandFilesOperator(
-        task_id="l",
-        warehouse=str(tmp_path / "wh"),
-        path="/in",
-        source="s",
-        batch_id="b1",
-        resolved_target=None,
-    )
+    op = files_landing(tmp_path, resolved_target=None)
     assert op.execute({"run_id": "r"})["landed"] == 1  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="resolved_target"):
-        LandFilesOperator(
-            task_id="m",
-            warehouse=str(tmp_path / "wh"),
-            path="/in",
-            source="s",
-            resolved_target="soon",
-        ).execute({"run_id": "r"})  # type: ignore[arg-type]
+        files_landing(tmp_path, resolved_target="soon").execute({"run_id": "r"})  # type: ignore[arg-type]
