@@ -23,7 +23,12 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_cdc.core.exceptions import CutHistoryUnavailable, ResolvedTimestampUnavailable
+from airflow_cdc.core.exceptions import (
+    CutHistoryUnavailable,
+    ResolvedTimestampUnavailable,
+    StateUnreadable,
+)
+from airflow_cdc.core.resolved_state import UNREADABLE
 from airflow_cdc.jobs import bookkeeping_location, check_source, check_time, published_cut_path
 
 TIME_TRAVEL_CHECK = (
@@ -72,7 +77,8 @@ def parse_published(text: str) -> PublishedCut:
 def _published(state: dict[str, Any]) -> PublishedCut:
     """The cut in a pointer file's shape (its times ISO 8601 texts or datetimes)."""
     at, end = _time(state["cut_at"], "cut_at"), _time(state["interval_end"], "interval_end")
-    assert at is not None and end is not None
+    if at is None or end is None:
+        raise ValueError(f"a published cut names its cut_at and interval_end: {state!r}")
     return PublishedCut(
         source=state["source"],
         at=at,
@@ -85,7 +91,8 @@ def _published(state: dict[str, Any]) -> PublishedCut:
 
 def read_published(path: str) -> PublishedCut:
     """The cut in the pointer file at ``path`` (local path or any fsspec URI);
-    :class:`~airflow_cdc.core.exceptions.ResolvedTimestampUnavailable` while none is."""
+    :class:`~airflow_cdc.core.exceptions.ResolvedTimestampUnavailable` while none is,
+    :class:`~airflow_cdc.core.exceptions.StateUnreadable` while it cannot be read."""
     import fsspec
 
     try:
@@ -93,12 +100,17 @@ def read_published(path: str) -> PublishedCut:
             return parse_published(handle.read())
     except FileNotFoundError as err:
         raise ResolvedTimestampUnavailable(f"no cut has been published at {path!r} yet") from err
+    except (*UNREADABLE, TypeError) as err:
+        raise StateUnreadable(f"cannot read the published cut at {path!r} now: {err!r}") from err
 
 
 def published_cut(warehouse: str, source: str) -> PublishedCut | None:
-    """The newest cut published for ``source`` (through fsspec, no Spark); ``None`` if none."""
+    """The newest cut published for ``source`` (through fsspec, no Spark); ``None`` if none,
+    :class:`~airflow_cdc.core.exceptions.StateUnreadable` while its pointer cannot be read."""
     try:
         return read_published(published_cut_path(warehouse, check_source(source)))
+    except StateUnreadable:
+        raise
     except ResolvedTimestampUnavailable:
         return None
 
@@ -177,8 +189,10 @@ def cut_reaching(warehouse: str, source: str, target: Any) -> PublishedCut | Non
 
 def read_cut(spark: Any, warehouse: str, source: str, at: Any = None) -> dict[str, Any]:
     """Each table of ``source`` as a Spark DataFrame at a published cut: the newest one, or
-    the newest at or before ``at`` (an ISO 8601 time or a datetime). Raises ``LookupError``
-    when no such cut was published. Rows deleted in the source are kept as tombstones
+    the one a task for the time ``at`` (ISO 8601 or a datetime) reads, the same one that
+    :func:`cut_reaching`, the sensor and the boundary trigger hand over: the cut at ``at``
+    where one was published, else the oldest kept past it. Raises ``LookupError`` when none
+    is published (at or past ``at``). Rows deleted in the source are kept as tombstones
     (``_cdc_deleted``): filter ``NOT _cdc_deleted`` for the live rows."""
     from pyspark.sql import functions as F
 
@@ -186,12 +200,16 @@ def read_cut(spark: Any, warehouse: str, source: str, at: Any = None) -> dict[st
     cuts = spark.read.format("delta").load(cut_history_location(warehouse))
     chosen = cuts.where(F.col("source") == source)
     when = _time(at, "at")
+    # A run that died between the append and its pointer file appends its cut again when
+    # re-run: of two rows for one cut, the later is the one its pointer names.
+    order = [F.col("cut_at").desc(), F.col("published_at").desc()]
     if when is not None:
-        chosen = chosen.where(F.col("cut_at") <= F.lit(when).cast("timestamp"))
-    row = chosen.orderBy(F.col("cut_at").desc()).first()
+        chosen = chosen.where(F.col("cut_at") >= F.lit(when).cast("timestamp"))
+        order = [F.col("cut_at").asc(), F.col("published_at").desc()]
+    row = chosen.orderBy(*order).first()
     if row is None:
         raise LookupError(
-            f"no cut of {source!r} published{'' if when is None else f' at or before {when}'}"
+            f"no cut of {source!r} published{'' if when is None else f' at or past {when}'}"
         )
     # Delta refuses to travel to a version committed longer ago than the table's
     # deletedFileRetentionDuration, though a quiet table's cut names the version it has had

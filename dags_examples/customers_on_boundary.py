@@ -49,17 +49,17 @@ with DAG(
 
     @task
     def customers_per_hour(*, triggering_asset_events: Any = None) -> dict[str, int]:
-        """Count the live customers as of the newest cut at or before each hour boundary the
-        watcher announced (the cut at the boundary itself when the apply runs hourly)."""
+        """Count the live customers as of each hour boundary the watcher announced: at the
+        cut published at the boundary, else the oldest past it (the event's own cut)."""
         from spark_jobs.session import get_session
 
         spark = get_session("customers-on-boundary")
         counts = {}
         for event in triggering_asset_events[HOURS]:
             boundary = event.extra["payload"]["boundary"]
-            # Every table as of one point: the newest cut at or before the boundary. The
-            # event's cut is the one published at the boundary, the same one, where there is
-            # one; else the oldest past it, which may hold changes of the next hour.
+            # Every table as of one point: the cut the event carries, which holds every
+            # change committed before the boundary (and, when no cut was published at it,
+            # some of the next hour's).
             customers = read_cut(spark, WAREHOUSE, SOURCE, at=boundary)["public.customers"]
             counts[boundary] = customers.where("NOT _cdc_deleted").count()
             print(f"public.customers at {boundary}: {counts[boundary]} live rows")

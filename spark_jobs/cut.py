@@ -469,6 +469,26 @@ def versions(ctx: JobContext, specs: list[TableSpec]) -> tuple[dict[str, int], d
     return numbers, locations
 
 
+def _pointer(
+    source: str,
+    at: dt.datetime,
+    start: dt.datetime | None,
+    end: dt.datetime,
+    heuristic: bool,
+) -> dict[str, Any]:
+    return {
+        "source": source,
+        "cut_at": _iso(at),
+        "interval_start": _iso(start),
+        "interval_end": _iso(end),
+        "heuristic": heuristic,
+    }
+
+
+def _tables(numbers: dict[str, int], locations: dict[str, str]) -> dict[str, dict[str, Any]]:
+    return {t: {"location": locations[t], "version": v} for t, v in sorted(numbers.items())}
+
+
 def publish(ctx: JobContext, source: str, cut: Cut, specs: list[TableSpec]) -> dict[str, Any]:
     """Append the cut to ``_cdc/cuts`` unless a run already published it, then point the
     source's JSON file at the newest published cut; what was published."""
@@ -483,6 +503,13 @@ def publish(ctx: JobContext, source: str, cut: Cut, specs: list[TableSpec]) -> d
             .load(path)
             .where(
                 (F.col("source") == source) & (F.col("cut_at") == F.lit(cut.at).cast("timestamp"))
+            )
+            .select(
+                *(F.unix_micros(c).alias(c) for c in ("cut_at", "interval_start", "interval_end")),
+                "heuristic",
+                "tables",
+                "locations",
+                "batch_id",
             )
             .first()
         )
@@ -506,16 +533,16 @@ def publish(ctx: JobContext, source: str, cut: Cut, specs: list[TableSpec]) -> d
             .partitionBy("source")
             .save(path)
         )
-    else:  # a re-run after the publish: the cut as it was published
-        numbers, locations = dict(known["tables"]), dict(known["locations"])
-    published = {
-        "source": source,
-        "cut_at": _iso(cut.at),
-        "interval_start": _iso(cut.interval_start),
-        "interval_end": _iso(cut.interval_end),
-        "heuristic": cut.heuristic,
-        "tables": {t: {"location": locations[t], "version": v} for t, v in sorted(numbers.items())},
-        "batch_id": ctx.batch_id,
-    }
+        published = _pointer(source, cut.at, cut.interval_start, cut.interval_end, cut.heuristic)
+        published.update(tables=_tables(numbers, locations), batch_id=ctx.batch_id)
+    else:
+        # A re-run after the publish, or a later run whose cut has not moved: the cut as it
+        # was published, with the interval and batch it was published for.
+        times = [from_micros(known[c]) for c in ("cut_at", "interval_start", "interval_end")]
+        at, start, end = times
+        assert at is not None and end is not None
+        published = _pointer(source, at, start, end, known["heuristic"])
+        tables = _tables(dict(known["tables"]), dict(known["locations"]))
+        published.update(tables=tables, batch_id=known["batch_id"])
     write_text(ctx, published_cut_path(ctx.warehouse.root, source), json.dumps(published, indent=2))
     return published

@@ -39,5 +39,10 @@ class ResolvedTimestampUnavailable(CdcError):
     """No landing run has recorded a resolved timestamp for the source yet."""
 
 
+class StateUnreadable(ResolvedTimestampUnavailable):
+    """A state or pointer file exists but cannot be read or parsed now (being replaced,
+    half-written, an unreachable store): wait, as for one not written yet."""
+
+
 class CutHistoryUnavailable(ResolvedTimestampUnavailable):
     """The history of a source's published cuts cannot be read now (try again later)."""

@@ -5,12 +5,18 @@ from __future__ import annotations
 import datetime as dt
 import json
 
-from airflow_cdc.core.exceptions import ResolvedTimestampUnavailable
+from airflow_cdc.core.exceptions import ResolvedTimestampUnavailable, StateUnreadable
+
+# What reading a state file that exists can raise while it is being replaced, is
+# half-written or its store is unreachable: an I/O error, bad JSON or text, a missing field.
+UNREADABLE = (OSError, ValueError, KeyError)
 
 
 def parse_state(text: str) -> dt.datetime:
     """The resolved timestamp in a landing run's state file (JSON with ``resolved_ts``)."""
     state = json.loads(text)
+    if not isinstance(state, dict):
+        raise ValueError(f"a resolved state is a JSON object, not {text[:80]!r}")
     value = state.get("resolved_ts")
     if not value:
         raise ResolvedTimestampUnavailable(
@@ -21,7 +27,9 @@ def parse_state(text: str) -> dt.datetime:
 
 
 def read_state(path: str) -> dt.datetime:
-    """Read the state file at ``path`` (local path or any fsspec URI)."""
+    """Read the state file at ``path`` (local path or any fsspec URI);
+    :class:`~airflow_cdc.core.exceptions.ResolvedTimestampUnavailable` while there is none,
+    :class:`~airflow_cdc.core.exceptions.StateUnreadable` while it cannot be read."""
     import fsspec
 
     try:
@@ -29,3 +37,5 @@ def read_state(path: str) -> dt.datetime:
             return parse_state(handle.read())
     except FileNotFoundError as err:
         raise ResolvedTimestampUnavailable(f"no landing run has recorded {path!r} yet") from err
+    except UNREADABLE as err:
+        raise StateUnreadable(f"cannot read {path!r} now: {err!r}") from err

@@ -9,7 +9,7 @@ from typing import Any
 
 from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
 
-from airflow_cdc.core.exceptions import CutHistoryUnavailable, ResolvedTimestampUnavailable
+from airflow_cdc.core.exceptions import ResolvedTimestampUnavailable, StateUnreadable
 from airflow_cdc.core.resolved_state import read_state
 from airflow_cdc.cuts import cut_for, cut_history_location, published_cut
 from airflow_cdc.jobs import check_time, published_cut_path, resolved_state_path
@@ -74,39 +74,47 @@ class ResolvedTimestampSensor(BaseSensorOperator):
         return check_time(self.target, "target")
 
     def poke(self, context: Context) -> bool | PokeReturnValue:
+        """Done once the state reaches the target, with what downstream gets as XCom: the
+        cut (``wait_for="cut"``) or the resolved timestamp (ISO 8601), as when deferred.
+        Waits while the state cannot be read (not written yet, being replaced, a store
+        that does not answer)."""
         target = self._target()
-        if self.wait_for == "cut":
-            cut = published_cut(self.warehouse, self.source)
-            if cut is None or cut.at < target:
-                self.log.info(
-                    "newest published cut of %s: %s; waiting for %s",
-                    self.source,
-                    None if cut is None else cut.at,
-                    target,
-                )
-                return False
-            try:
-                chosen = cut_for(cut, cut_history_location(self.warehouse), target)
-            except CutHistoryUnavailable as err:
-                self.log.warning("waiting: %s", err)
-                return False
-            self.log.info(
-                "published cut of %s at %s reaches %s%s",
-                self.source,
-                chosen.at,
-                target,
-                "" if chosen.at == target else " (no cut was published at it)",
-            )
-            return PokeReturnValue(is_done=True, xcom_value=chosen.as_dict())
         try:
+            if self.wait_for == "cut":
+                return self._poke_cut(target)
             resolved = read_state(resolved_state_path(self.warehouse, self.source))
+        except StateUnreadable as err:
+            self.log.warning("waiting: %s", err)
+            return False
         except ResolvedTimestampUnavailable as err:
             self.log.info("waiting: %s", err)
             return False
         self.log.info(
             "resolved timestamp of %s is %s; waiting for %s", self.source, resolved, target
         )
-        return resolved >= target
+        if resolved < target:
+            return False
+        return PokeReturnValue(is_done=True, xcom_value=resolved.isoformat())
+
+    def _poke_cut(self, target: dt.datetime) -> bool | PokeReturnValue:
+        cut = published_cut(self.warehouse, self.source)
+        if cut is None or cut.at < target:
+            self.log.info(
+                "newest published cut of %s: %s; waiting for %s",
+                self.source,
+                None if cut is None else cut.at,
+                target,
+            )
+            return False
+        chosen = cut_for(cut, cut_history_location(self.warehouse), target)
+        self.log.info(
+            "published cut of %s at %s reaches %s%s",
+            self.source,
+            chosen.at,
+            target,
+            "" if chosen.at == target else " (no cut was published at it)",
+        )
+        return PokeReturnValue(is_done=True, xcom_value=chosen.as_dict())
 
     def execute(self, context: Context) -> Any:
         if not self.deferrable or self.poke(context):
@@ -127,4 +135,4 @@ class ResolvedTimestampSensor(BaseSensorOperator):
         self.log.info("resolved timestamp %s reached %s", event["resolved_ts"], event["target"])
         if "cut" in event:
             return event["cut"]
-        return str(event["resolved_ts"])
+        return event["resolved_ts"]

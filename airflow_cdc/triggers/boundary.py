@@ -28,7 +28,11 @@ from typing import Any, Protocol
 from airflow.sdk.exceptions import AirflowRuntimeError
 from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 
-from airflow_cdc.core.exceptions import CutHistoryUnavailable, ResolvedTimestampUnavailable
+from airflow_cdc.core.exceptions import (
+    CutHistoryUnavailable,
+    ResolvedTimestampUnavailable,
+    StateUnreadable,
+)
 from airflow_cdc.core.resolved_state import read_state
 from airflow_cdc.cuts import PublishedCut, cut_for, cut_history_location, read_published
 from airflow_cdc.jobs import (
@@ -42,8 +46,6 @@ from airflow_cdc.jobs import (
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 HOUR_SECONDS = 3600
 
-# A state file being replaced, half-written or not yet readable: wait for the next poll.
-_UNREADABLE = (OSError, ValueError, KeyError)
 # The memory could not be read or written: fire nothing until it can.
 _MEMORY_ERRORS = (OSError, ValueError, KeyError, AirflowRuntimeError)
 
@@ -94,11 +96,17 @@ def boundary_at(index: int, interval: int) -> dt.datetime:
     return EPOCH + dt.timedelta(seconds=index * interval)
 
 
-def boundary_memory_path(warehouse: str, source: str, mode: str, interval: int) -> str:
+def boundary_memory_path(
+    warehouse: str, source: str, mode: str, interval: int, start: str | None = None
+) -> str:
     """The file in which a trigger without an asset state store remembers the newest boundary
     it fired for (JSON), beside the resolved state: one per source, mode (``resolved`` or
-    ``cut``) and interval."""
-    return bookkeeping_location(warehouse, "boundary", f"{source}.{mode}.{interval}s.json")
+    ``cut``), interval and ``start`` (a UTC ISO 8601 time), so that a new watcher replaying
+    from its ``start`` does not resume where another watcher of the source is."""
+    name = f"{source}.{mode}.{interval}s"
+    if start is not None:
+        name += ".from-" + _utc(start, "start").strftime("%Y%m%dT%H%M%S.%fZ")
+    return bookkeeping_location(warehouse, "boundary", f"{name}.json")
 
 
 def _utc(value: str | dt.datetime, name: str) -> dt.datetime:
@@ -315,7 +323,9 @@ class ResolvedBoundaryTrigger(BaseEventTrigger):
         return f"airflow_cdc.boundary.{self.source}.{self.mode}.{self.interval}s"
 
     def _file_memory(self) -> _FileMemory:
-        path = boundary_memory_path(self.warehouse, self.source, self.mode, self.interval)
+        path = boundary_memory_path(
+            self.warehouse, self.source, self.mode, self.interval, self.start
+        )
         return _FileMemory(path, self.source)
 
     async def _open_memory(self) -> tuple[_Memory, dt.datetime | None]:
@@ -338,10 +348,10 @@ class ResolvedBoundaryTrigger(BaseEventTrigger):
                 cut = await asyncio.to_thread(read_published, self.state_path)
                 return _Reading(cut.at, cut)
             return _Reading(await asyncio.to_thread(read_state, self.state_path))
+        except StateUnreadable as err:
+            self.log.warning("waiting: %s", err)
         except ResolvedTimestampUnavailable as err:
             self.log.info("waiting: %s", err)
-        except _UNREADABLE as err:
-            self.log.warning("cannot read %s yet, waiting: %r", self.state_path, err)
         return None
 
     def _passed(self, remembered: dt.datetime | None, resolved: dt.datetime) -> int:

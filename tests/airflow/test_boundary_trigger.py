@@ -352,6 +352,25 @@ def test_start_replays_the_boundaries_from_it_once(
     assert watch_from("2026-01-01T00:00:00+00:00", 0) == []
 
 
+def test_a_new_watcher_replays_from_its_start_whatever_another_watcher_remembers(
+    tmp_path: Path, asset: Any, reads: _Reads
+) -> None:
+    """Another asset's watcher of the same source, mode and interval has fired up to 03:00
+    (its file and its own store say so); a new asset's watcher with ``start`` replays from
+    its start all the same, and remembers apart from it."""
+    _land(tmp_path, "2026-01-01T02:30:00+00:00")
+    first = _trigger(tmp_path, _store(asset))
+    change = lambda: _land(tmp_path, "2026-01-01T03:10:00+00:00")  # noqa: E731
+    assert _boundaries(asyncio.run(_run_once(first, reads, 1, change))) == ["03:00"]
+
+    replay = _trigger(tmp_path, start="2026-01-01T01:00:00+00:00")  # outside a watcher
+    assert _boundaries(asyncio.run(_run_once(replay, reads, 3))) == ["01:00", "02:00", "03:00"]
+    assert _boundaries(asyncio.run(_run_once(replay, reads, 0))) == []  # and only once
+    own = Path(boundary_memory_path(str(tmp_path), SOURCE, "resolved", 3600, replay.start))
+    shared = Path(boundary_memory_path(str(tmp_path), SOURCE, "resolved", 3600))
+    assert own != shared and own.exists() and shared.exists()
+
+
 def test_a_missing_or_unreadable_state_file_means_wait(tmp_path: Path, reads: _Reads) -> None:
     trigger = _trigger(tmp_path, interval=dt.timedelta(minutes=15))
     state = Path(resolved_state_path(str(tmp_path), SOURCE))

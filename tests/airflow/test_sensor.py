@@ -34,7 +34,72 @@ def test_poke_waits_until_resolved_passes_the_interval_end(tmp_path: Path) -> No
     _write_state(tmp_path, "2026-01-01T00:59:59.999999+00:00")
     assert sensor.poke({}) is False
     _write_state(tmp_path, "2026-01-01T01:00:00+00:00")
-    assert sensor.poke({}) is True
+    done = sensor.poke({})
+    assert not isinstance(done, bool) and done.is_done
+    assert done.xcom_value == "2026-01-01T01:00:00+00:00"
+
+
+def test_the_resolved_timestamp_goes_downstream_alike_poked_or_deferred(
+    tmp_path: Path,
+) -> None:
+    """Poked at once or fired by the trigger later, the sensor's XCom is the resolved
+    timestamp it read, in the same form."""
+    from airflow.sdk.exceptions import TaskDeferred
+
+    _write_state(tmp_path, "2026-01-01T00:30:00+00:00")
+    sensor = _sensor(tmp_path, "2026-01-01T01:00:00+00:00")
+    with pytest.raises(TaskDeferred) as deferred:
+        sensor.execute({})  # type: ignore[arg-type]
+    _write_state(tmp_path, "2026-01-01T01:05:00+00:00")
+
+    async def fired() -> dict:
+        return (await anext(deferred.value.trigger.run())).payload
+
+    event = asyncio.run(asyncio.wait_for(fired(), timeout=10))
+    poked = sensor.poke({})
+    assert not isinstance(poked, bool)
+    assert sensor.execute_complete({}, event) == poked.xcom_value == "2026-01-01T01:05:00+00:00"
+
+
+@pytest.mark.parametrize("wait_for", ["resolved", "cut"])
+@pytest.mark.parametrize(
+    "text", ['{"source": "dsql", "resolved_ts": "2026-01-01T01:', "[1, 2]", '{"cut_at": null}']
+)
+def test_a_state_file_that_cannot_be_read_now_means_wait(
+    tmp_path: Path, wait_for: str, text: str
+) -> None:
+    """A state or pointer file half-written, or not yet what it will be, is waited out by
+    the sensor and by its trigger alike, as the boundary trigger does."""
+    from airflow_cdc.jobs import published_cut_path
+
+    mode = {"resolved": resolved_state_path, "cut": published_cut_path}[wait_for]
+    path = Path(mode(str(tmp_path), "dsql"))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    sensor = ResolvedTimestampSensor(
+        task_id="wait",
+        warehouse=str(tmp_path),
+        source="dsql",
+        target="2026-01-01T01:00:00+00:00",
+        wait_for=wait_for,
+    )
+    assert sensor.poke({}) is False
+    trigger = ResolvedTimestampTrigger(
+        str(path), "2026-01-01T01:00:00+00:00", poll_interval=0.05, published_cut=wait_for == "cut"
+    )
+
+    async def scenario() -> dict:
+        events = trigger.run()
+        pending = asyncio.ensure_future(anext(events))
+        await asyncio.sleep(0.3)
+        assert not pending.done()  # waiting, not failed
+        if wait_for == "cut":
+            _publish(tmp_path, "2026-01-01T01:00:00+00:00")
+        else:
+            _write_state(tmp_path, "2026-01-01T01:00:00+00:00")
+        return (await asyncio.wait_for(pending, timeout=5)).payload
+
+    assert asyncio.run(scenario())["resolved_ts"] == "2026-01-01T01:00:00+00:00"
 
 
 @pytest.mark.parametrize("wait_for", ["resolved", "cut"])

@@ -315,10 +315,16 @@ def test_every_published_cut_is_the_source_state_at_its_time(
     history = spark.read.format("delta").load(f"{warehouse}/_cdc/cuts")
     kept_at = [r[0] for r in history.selectExpr("unix_micros(cut_at)").collect()]
     assert kept_at == [int(newest.at.timestamp()) * 1_000_000]
-    with pytest.raises(LookupError):
-        read_cut(spark, warehouse, "cdc", at=at(1, 0))
     backfill = cut_reaching(warehouse, "cdc", at(1, 0))
     assert backfill is not None and backfill.at == newest.at
+    # read_cut reads the same cut as the sensor hands over: the newest, the oldest kept
+    # past 01:00; past the newest there is none yet.
+    frames = read_cut(spark, warehouse, "cdc", at=at(1, 0))
+    assert {
+        t.split(".")[1]: rows_of(f, COLUMNS[t.split(".")[1]]) for t, f in frames.items()
+    } == state_as_of([*source, late], newest.at)
+    with pytest.raises(LookupError, match="at or past"):
+        read_cut(spark, warehouse, "cdc", at=newest.at + dt.timedelta(microseconds=1))
 
 
 def test_a_quiet_table_s_cut_is_read_past_delta_s_time_travel_limit(
@@ -538,6 +544,19 @@ def test_runs_killed_before_holding_and_before_publishing_are_finished_by_their_
         "2026-01-01 02:00:00",
     ]
     assert balanced(two) and two["accounting"]["pending"] == 0
+    # Another run whose cut has not moved, for another interval (a two-hour run of the
+    # batch): it points at the cut as it was published, with the interval it was taken for.
+    again = apply_changes.main(
+        [
+            *("--warehouse", warehouse, "--batch-id", "b2", "--source", "cdc", "--ddl", DDL),
+            *("--cut-at", at(2, 0).isoformat(), "--interval-start", at(0, 0).isoformat()),
+        ]
+    )
+    assert again["cut"]["at"] == at(2, 0).isoformat() and not again["cut"]["forward"]
+    assert again["cut"]["published"]["interval_start"] == at(1, 0).isoformat()
+    pointer = published_cut(warehouse, "cdc")
+    assert pointer is not None and pointer.interval_start == at(1, 0)
+    assert pointer == cut_reaching(warehouse, "cdc", at(2, 0))
     assert {status for status, _ in current(spark, warehouse, "b1").values()} <= {
         "applied",
         "superseded",
