@@ -28,7 +28,6 @@ from pyspark.sql import functions as F
 from airflow_cdc.core.columns import MAX_ADDED_COLUMNS, MAX_COLUMNS_PER_RECORD
 from airflow_cdc.core.ddl import TableSpec, history_tables, parse_tables
 from airflow_cdc.core.events import TableRef
-from airflow_cdc.core.exceptions import CdcError
 from airflow_cdc.core.formats import EMBEDDED_JSON, FRAGMENTED, NAMES_SCHEMAS, UNTYPED
 from airflow_cdc.core.formats.common import (
     FRAGMENTS_CEILING,
@@ -61,9 +60,8 @@ from spark_jobs.arguments import (
     positive_count,
     source_name,
 )
-from spark_jobs.delta_tables import partition_columns, table_exists, version_before_batch
+from spark_jobs.delta_tables import version_before_batch
 from spark_jobs.faults import fault_point
-from spark_jobs.files import read_text
 from spark_jobs.frames import checkpoint_counting, in_parallel
 from spark_jobs.ledger import CONTROL, QUARANTINED, Outcomes, per_record, union_all
 from spark_jobs.parse import RTYPES, parse_records
@@ -84,37 +82,6 @@ class Limits:
     columns: int = MAX_COLUMNS_PER_RECORD  # columns in one image
     added_columns: int = MAX_ADDED_COLUMNS  # columns streams may add to a table beyond its DDL
     column_mapping: bool = False  # stream columns may turn on a table's column mapping
-
-
-class WarehouseLayoutError(CdcError):
-    """The warehouse was written by job versions before 2.0.0."""
-
-
-def check_layout(ctx: JobContext) -> None:
-    """Fail with the migration step when the warehouse has the 1.x layout."""
-    wh = ctx.warehouse
-    old = [
-        p
-        for p in (
-            wh.path("_cdc", "changes"),
-            wh.path("_cdc", "staged"),
-            wh.path("_cdc", "fragments"),
-        )
-        if _exists(ctx, p)
-    ]
-    raw_partitions = partition_columns(ctx.spark, wh.raw)
-    if old or (raw_partitions and raw_partitions != ["source", "batch_id"]):
-        found = ", ".join(old) or "a raw table partitioned by batch_id"
-        raise WarehouseLayoutError(
-            f"the warehouse {wh.root} was written by airflow-cdc jobs 1.x ({found}); jobs 2.0.0"
-            " keep their bookkeeping per source"
-            " and batch. Migration step: point the DAG at a new warehouse and land the sources"
-            " again from their retention (the 1.x target tables stay readable where they are)."
-        )
-
-
-def _exists(ctx: JobContext, path: str) -> bool:
-    return read_text(ctx, path) is not None or table_exists(ctx.spark, path)
 
 
 def batch_records(ctx: JobContext, source: str) -> DataFrame:
@@ -625,10 +592,9 @@ def replay_quarantine(ctx: JobContext, args: Any, specs: list[TableSpec]) -> dic
 
 
 def check_before_work(ctx: JobContext, args: Any) -> None:
-    """Fail before any work on a history name the DDL does not declare, a warehouse of jobs
-    1.x, or a catalog that would not keep the tables' names."""
+    """Fail before any work on a history name the DDL does not declare, or a catalog that
+    would not keep the tables' names (a warehouse of jobs 1.x fails in ``start``)."""
     histories_of(args)
-    check_layout(ctx)
     if args.catalog:
         catalog.check_catalog(ctx.spark, args.catalog)
 

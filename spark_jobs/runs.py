@@ -8,13 +8,17 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
+from airflow_cdc.core.exceptions import CdcError
 from airflow_cdc.storage import configure_object_storage
-from spark_jobs.files import write_file
+from spark_jobs.delta_tables import partition_columns, table_exists
+from spark_jobs.files import read_text, write_file
 from spark_jobs.session import fit_to_size, get_session, set_commit_metadata
 from spark_jobs.warehouse import JobContext, Warehouse
 
 
 def start(job: str, version: str, args: argparse.Namespace) -> JobContext:
+    """The run's context, once the warehouse is known not to be of jobs 1.x (every job
+    fails there before any work, naming the migration step)."""
     spark = get_session(f"airflow-cdc-{job}")
     configure_object_storage(spark)
     fit_to_size(spark, None)  # Spark's defaults until the job knows its size
@@ -29,7 +33,40 @@ def start(job: str, version: str, args: argparse.Namespace) -> JobContext:
     )
     if args.stats_file:  # the application, for the task's link, even if the run fails
         write_file(spark, args.stats_file, json.dumps(application(spark)))
-    return JobContext(spark, Warehouse(args.warehouse), args.batch_id, args.run_id, job, version)
+    ctx = JobContext(spark, Warehouse(args.warehouse), args.batch_id, args.run_id, job, version)
+    check_layout(ctx)
+    return ctx
+
+
+class WarehouseLayoutError(CdcError):
+    """The warehouse was written by job versions before 2.0.0."""
+
+
+def check_layout(ctx: JobContext) -> None:
+    """Fail with the migration step when the warehouse has the 1.x layout."""
+    wh = ctx.warehouse
+    old = [
+        p
+        for p in (
+            wh.path("_cdc", "changes"),
+            wh.path("_cdc", "staged"),
+            wh.path("_cdc", "fragments"),
+        )
+        if _exists(ctx, p)
+    ]
+    raw_partitions = partition_columns(ctx.spark, wh.raw)
+    if old or (raw_partitions and raw_partitions != ["source", "batch_id"]):
+        found = ", ".join(old) or "a raw table partitioned by batch_id"
+        raise WarehouseLayoutError(
+            f"the warehouse {wh.root} was written by airflow-cdc jobs 1.x ({found}); jobs 2.0.0"
+            " keep their bookkeeping per source"
+            " and batch. Migration step: point the DAG at a new warehouse and land the sources"
+            " again from their retention (the 1.x target tables stay readable where they are)."
+        )
+
+
+def _exists(ctx: JobContext, path: str) -> bool:
+    return read_text(ctx, path) is not None or table_exists(ctx.spark, path)
 
 
 def application(spark: SparkSession) -> dict[str, str]:

@@ -1,6 +1,6 @@
-"""A warehouse written by jobs 1.x: apply_changes stops before any work, naming the
-migration step, whichever of the 1.x layout's marks the warehouse has; a 2.x warehouse's own
-raw table passes the check."""
+"""A warehouse written by jobs 1.x: every job (landing, apply, maintenance) stops before
+any work, naming the migration step, whichever of the 1.x layout's marks the warehouse has;
+a 2.x warehouse's own raw table passes the check."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 
 from cdc_demo.dsql_stream import generate, write_ndjson
-from spark_jobs.apply_changes import WarehouseLayoutError
-from tests.spark.pipeline import land_dump, process
+from spark_jobs import maintain
+from spark_jobs.runs import WarehouseLayoutError
+from tests.spark.pipeline import DDL, land_dump, process
 
 pytestmark = pytest.mark.spark
 
@@ -40,6 +41,21 @@ def test_a_1x_warehouse_is_refused_with_the_migration_step(
         process(warehouse, "b1")
     # Nothing was written: the ledger has no table.
     assert not Path(warehouse, "_cdc", "ledger").exists()
+
+
+def test_landing_and_maintenance_refuse_a_1x_warehouse_too(
+    spark: Any, warehouse: str, tmp_path: Path
+) -> None:
+    """A landing run would otherwise fail on the raw table's partitioning on every retry,
+    with Delta's error rather than the migration step."""
+    raw_table(spark, f"{warehouse}/_cdc/raw", ["batch_id"])
+    write_ndjson(generate(10, seed=4).deliveries, str(tmp_path / "dump"), files=1)
+    with pytest.raises(WarehouseLayoutError, match="Migration step"):
+        land_dump(warehouse, str(tmp_path / "dump"), "b1")
+    argv = ["--warehouse", warehouse, "--batch-id", "m1", "--source", "dump", "--ddl", DDL]
+    with pytest.raises(WarehouseLayoutError, match="Migration step"):
+        maintain.main(argv)
+    assert spark.read.format("delta").load(f"{warehouse}/_cdc/raw").count() == 1
 
 
 def test_the_2x_layout_passes_the_check(spark: Any, warehouse: str, tmp_path: Path) -> None:
