@@ -15,14 +15,16 @@ from typing import Any
 from airflow.sdk import Asset
 
 from airflow_cdc.core.ddl import HISTORY_SUFFIX, history_ref, history_tables, parse_tables
-from airflow_cdc.jobs import table_location
+from airflow_cdc.jobs import check_location, table_location
 
 # Hadoop's S3 file system schemes; OpenLineage and Airflow name the store ``s3``.
 _S3_SCHEMES = ("s3a://", "s3n://")
 
 
 def location_uri(path: str) -> str:
-    """The URI of a table location: a local path becomes ``file://`` (absolute)."""
+    """The URI of a table location: an absolute local path becomes ``file://``; a relative
+    one, which names no place (:func:`~airflow_cdc.jobs.check_location`), ``ValueError``."""
+    check_location(path, "location")
     for scheme in _S3_SCHEMES:
         if path.startswith(scheme):
             return "s3://" + path[len(scheme) :]
@@ -30,8 +32,7 @@ def location_uri(path: str) -> str:
         return path
     if path.startswith("file:"):
         path = path[len("file:") :]
-    absolute = PurePosixPath(path if path.startswith("/") else f"/{path}")
-    return f"file://{absolute}"
+    return f"file://{PurePosixPath(path)}"
 
 
 def is_static(*values: str) -> bool:
@@ -80,8 +81,11 @@ COUNTS = (
 
 def event_extra(stats: dict[str, Any], table: str, source: str) -> dict[str, Any]:
     """What a table's asset event says: the source and batch, the table's counts, and its
-    Delta version: the one in the consistent cut when the run published one (with the cut's
-    time), else the one the run's MERGE committed."""
+    Delta version: with a consistent cut, the one in the cut that reaches the run's cut time
+    (``stats["cut"]["reached"]``, see :meth:`~airflow_cdc.operators.apply.
+    ApplyChangesOperator.name_reached_cut`), else in the cut the run published, with the
+    cut's time (none for a table the cut does not name); without one, the one the run's
+    MERGE committed."""
     extra: dict[str, Any] = {
         "source": source,
         "batch_id": stats.get("batch_id"),
@@ -95,10 +99,13 @@ def event_extra(stats: dict[str, Any], table: str, source: str) -> dict[str, Any
         extra["quarantined_by_reason"] = counts.get("quarantined_by_reason", {})
         if counts.get("version") is not None:
             extra["version"] = counts["version"]
-    published = (stats.get("cut") or {}).get("published") or {}
-    if published:
-        extra["cut_at"] = published.get("cut_at")
-        where = (published.get("tables") or {}).get(table) or {}
+    cut = stats.get("cut") or {}
+    named = cut.get("reached") or cut.get("published") or {}
+    if named:
+        extra["cut_at"] = named.get("cut_at")
+        # A version the cut does not name is a state past it (or none).
+        extra.pop("version", None)
+        where = (named.get("tables") or {}).get(table) or {}
         if "version" in where:
             extra["version"] = where["version"]
     return extra

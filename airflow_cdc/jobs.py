@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import airflow_cdc
+from airflow_cdc.core.ddl import BOOKKEEPING_SCHEMA
 from airflow_cdc.core.events import TableRef
 
 log = logging.getLogger(__name__)
@@ -45,7 +46,7 @@ MIN_VACUUM_RETENTION_HOURS = 168.0
 # environment variable, never on a command line; the job's readers carry them to executors.
 KAFKA_CONFIG_ENV = "AIRFLOW_CDC_KAFKA_CONFIG"
 # The warehouse directory of the jobs' bookkeeping (no declared schema may be named so).
-BOOKKEEPING = "_cdc"
+BOOKKEEPING = BOOKKEEPING_SCHEMA
 # Maintenance's retentions by default (spark_jobs.maintain, airflow_cdc.settings).
 TOMBSTONE_RETENTION_SECONDS = 86400.0
 RAW_RETENTION_SECONDS = 7 * 86400.0
@@ -77,6 +78,8 @@ _SHIPPED = (
 CATALOG_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_\-]{0,127}")
 # A source names a partition and a file under the warehouse: a plain name, never a path.
 SOURCE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}")
+# An absolute local path, or a URI's scheme and the root of its path (``s3a://``, ``file:/``).
+ABSOLUTE_LOCATION = re.compile(r"/|[A-Za-z][A-Za-z0-9+.\-]*:/")
 
 
 def check_time(value: str | dt.datetime, name: str) -> dt.datetime:
@@ -94,6 +97,24 @@ def check_source(source: str | None) -> str:
     if not isinstance(source, str) or not SOURCE_NAME.fullmatch(source) or ".." in source:
         raise ValueError(f"source must match {SOURCE_NAME.pattern}, got {source!r}")
     return source
+
+
+def check_location(location: str, name: str = "warehouse") -> str:
+    """``location`` if it is an absolute local path (``/wh``) or a URI with an absolute path
+    (``s3a://lake/wh``, ``file:/wh``), else ``ValueError`` naming the argument ``name``: each
+    process that reads a relative path (the Spark driver, the Airflow worker, the triggerer)
+    would resolve it against its own working directory, and no asset or lineage dataset
+    could name it.
+
+    >>> check_location("s3a://lake/wh")
+    's3a://lake/wh'
+    """
+    if not isinstance(location, str) or not ABSOLUTE_LOCATION.match(location):
+        raise ValueError(
+            f"{name} must be an absolute path or a URI (/data/wh, s3a://bucket/wh),"
+            f" got {location!r}"
+        )
+    return location
 
 
 def table_location(warehouse: str, table: TableRef) -> str:

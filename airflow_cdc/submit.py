@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from airflow_cdc.core.exceptions import JobVersionError
 from airflow_cdc.jobs import (
+    check_location,
     delta_spark_conf,
     installed_job_version,
     job_file,
@@ -63,6 +64,10 @@ def job_spec(
 ) -> SubmitSpec:
     """The submission of ``spark_jobs/<job>.py`` over one batch.
 
+    Each option with a value is one argument, ``--name=value`` (as ``job_args`` must give
+    theirs): the job's parser would take a value of its own that starts with ``-`` (a run id
+    ``-backfill``, a topic ``-orders``) for an option.
+
     :param library: The archive of ``airflow_cdc`` and ``spark_jobs`` shipped with --py-files.
     :param jars: Delta's jars as local files (resolved once, at install); without them the
         submit resolves the package through Ivy.
@@ -72,8 +77,7 @@ def job_spec(
     :param local_python: Run Python workers with this interpreter (local masters); a cluster
         configures ``spark.pyspark.python`` itself.
     """
-    if not warehouse:
-        raise ValueError(f"warehouse must be a path or URI, got {warehouse!r}")
+    check_location(warehouse, "warehouse")
     if not batch_id:
         raise ValueError(f"batch_id must be set (the data interval end), got {batch_id!r}")
     extra = dict(spark_conf or {})
@@ -95,14 +99,10 @@ def job_spec(
             extra[key] = f"{conf[key]} {extra[key]}"
     conf.update(extra)
     args = [
-        "--warehouse",
-        warehouse,
-        "--batch-id",
-        batch_id,
-        "--run-id",
-        run_id,
-        "--stats-file",
-        stats_file,
+        f"--warehouse={warehouse}",
+        f"--batch-id={batch_id}",
+        f"--run-id={run_id}",
+        f"--stats-file={stats_file}",
         *job_args,
     ]
     return SubmitSpec(

@@ -26,7 +26,7 @@ from spark_jobs.cut import batch_resolved
 from spark_jobs.runs import start, write_stats
 
 JOB_NAME = "land_and_apply"
-JOB_VERSION = "1.0.0"
+JOB_VERSION = "1.0.1"
 
 LANDINGS: dict[str, Callable[[list[str]], dict[str, Any]]] = {
     "land_kinesis": land_kinesis.main,
@@ -60,10 +60,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     args = parser.parse_args(argv)
     ctx = start(JOB_NAME, JOB_VERSION, args)
-    # Each step reports through this run's counts, not a file of its own.
-    common = ["--warehouse", args.warehouse, "--batch-id", args.batch_id, "--run-id", args.run_id]
+    # Each step reports through this run's counts, not a file of its own. An option and its
+    # value are one argument: a step would take a value starting with "-" for an option.
+    common = [
+        f"--warehouse={args.warehouse}",
+        f"--batch-id={args.batch_id}",
+        f"--run-id={args.run_id}",
+    ]
     source = args.source
-    landed = LANDINGS[args.land_job]([*common, *args.land_args, "--source", source])
+    landed = LANDINGS[args.land_job]([*common, *args.land_args, f"--source={source}"])
     resolved = batch_resolved(ctx, source)
     gate = {
         "resolved_ts": None if resolved is None else resolved.isoformat(),
@@ -80,7 +85,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             f" {gate['resolved_target']}: landed, not applied yet",
         }
     else:
-        applied = apply_changes.main([*common, *args.apply_args, "--source", source])
+        applied = apply_changes.main([*common, *args.apply_args, f"--source={source}"])
         stats = {**applied, "job": JOB_NAME, "land": landed, **gate}
     write_stats(args.stats_file, stats)
     return stats

@@ -141,6 +141,9 @@ def history_tables(
 
 # A schema or table name that is safe as one path segment.
 PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+# The warehouse directory of the jobs' bookkeeping (``raw``, ``ledger``, ``cuts``...), beside
+# one directory per declared schema: no declared schema may take it.
+BOOKKEEPING_SCHEMA = "_cdc"
 
 
 def _plain(table: TableRef) -> TableRef:
@@ -152,6 +155,14 @@ def _plain(table: TableRef) -> TableRef:
                 " and underscores, not starting with a digit); schema and table names become"
                 " paths in the warehouse"
             )
+    # In any case: PostgreSQL folds an unquoted _CDC to _cdc, and a case-insensitive file
+    # system or Spark catalog takes one for the other.
+    if table.schema.lower() == BOOKKEEPING_SCHEMA:
+        raise DdlError(
+            f"table {table.qualified!r}: schema {table.schema!r} is reserved; the warehouse"
+            f" keeps the jobs' bookkeeping tables (raw, ledger, cuts...) in {BOOKKEEPING_SCHEMA}/,"
+            " where this table would collide with them"
+        )
     return table
 
 

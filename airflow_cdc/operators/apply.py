@@ -14,7 +14,7 @@ from airflow.sdk import Context
 from airflow_cdc.assets import event_extra, partition_key, table_assets
 from airflow_cdc.core.columns import MAX_ADDED_COLUMNS, MAX_COLUMNS_PER_RECORD
 from airflow_cdc.core.ddl import history_ref, history_tables, parse_tables
-from airflow_cdc.core.exceptions import DdlError
+from airflow_cdc.core.exceptions import ResolvedTimestampUnavailable
 from airflow_cdc.core.formats import parser_for
 from airflow_cdc.core.formats.common import (
     MAX_FRAGMENTS,
@@ -23,6 +23,7 @@ from airflow_cdc.core.formats.common import (
     SET_BYTES_CEILING,
     RecordLimits,
 )
+from airflow_cdc.cuts import cut_reaching
 from airflow_cdc.jobs import (
     CATALOG_NAME,
     MAX_PENDING_WALL_SECONDS,
@@ -48,15 +49,27 @@ if TYPE_CHECKING:
     from openlineage.client.event_v2 import InputDataset, OutputDataset
 
 
-def cut_reaches(stats: dict[str, Any], end: dt.datetime) -> bool:
-    """Whether a published cut holds the state as of ``end`` (the rendered cut the run asked
-    for, its data interval's end by default): the run's own (or the one it pointed at again), or
-    a later one published before it (a re-run after a later interval's run cut past it). A
-    run blocked, or capped short of ``end``, publishes none or an earlier one."""
+def reached_cut(
+    stats: dict[str, Any], end: dt.datetime, warehouse: str, source: str
+) -> dict[str, Any] | None:
+    """The published cut that holds the state as of ``end`` (the rendered cut time the run
+    asked for, its data interval's end by default), with its time and each table's version:
+    the run's own (or the one it pointed at again) when it reaches ``end``; else, when a cut
+    published before the run passed ``end`` (a backfill, or a re-run after a later interval's
+    run cut past it), the one a task for ``end`` reads (:func:`airflow_cdc.cuts.cut_reaching`),
+    which the run's counts do not name. ``None`` when no published cut reaches ``end``: a run
+    blocked, or capped short of it.
+
+    :raises ResolvedTimestampUnavailable: while the published cuts cannot be read."""
     cut = stats.get("cut") or {}
-    published = (cut.get("published") or {}).get("cut_at")
-    reached = [t for t in (published, cut.get("published_before")) if t]
-    return any(dt.datetime.fromisoformat(t) >= end for t in reached)
+    published = cut.get("published") or {}
+    if published.get("cut_at") and check_time(published["cut_at"], "cut_at") >= end:
+        return dict(published)
+    before = cut.get("published_before")
+    if not before or check_time(before, "published_before") < end:
+        return None
+    found = cut_reaching(warehouse, source, end)
+    return None if found is None else found.as_dict()
 
 
 class ApplyChangesOperator(SparkJobOperator):
@@ -176,15 +189,17 @@ class ApplyChangesOperator(SparkJobOperator):
         # share its open state and its cuts (see the README, "Many sources, one warehouse").
         kwargs.setdefault("max_active_tis_per_dag", 1)
         history = history if isinstance(history, bool | str) else list(history)
+        super().__init__(**kwargs)
         # Each table's asset, when the DAG names the warehouse and the DDL as they are (a
-        # bad DDL or history name declares none here and fails at submission, saying why).
+        # bad DDL, history name or warehouse declares none here and fails at submission,
+        # saying why). The warehouse is the one SparkJobOperator took: Airflow fills in an
+        # argument from default_args only in the __init__ that names it.
         try:
-            assets = table_assets(kwargs.get("warehouse", ""), ddl, default_schema, history)
-        except DdlError:
+            assets = table_assets(self.warehouse, ddl, default_schema, history)
+        except ValueError:  # DdlError among them
             assets = {}
         if "outlets" not in kwargs:
-            kwargs["outlets"] = list(assets.values())
-        super().__init__(**kwargs)
+            self.outlets = list(assets.values())
         self.table_assets = assets
         self.partitioned_events = partitioned_events
         if tombstone_retention_seconds is not None:
@@ -229,7 +244,7 @@ class ApplyChangesOperator(SparkJobOperator):
             return stats
         complete = True
         if self.consistent_cut:
-            complete = cut_reaches(stats, check_time(self.cut_at, "cut_at"))
+            complete = self.name_reached_cut(stats)
             if not complete:
                 self.log.warning(
                     "no published cut reaches the run's cut time: its tables' events"
@@ -244,6 +259,23 @@ class ApplyChangesOperator(SparkJobOperator):
             if self.partitioned_events and start is not None and complete:
                 event.add_partitions(partition_key(start))
         return stats
+
+    def name_reached_cut(self, stats: dict[str, Any]) -> bool:
+        """Whether a published cut reaches the run's cut time; the cut, as ``stats["cut"]
+        ["reached"]``, is the one its tables' events and lineage name (:func:`reached_cut`)."""
+        try:
+            reached = reached_cut(
+                stats, check_time(self.cut_at, "cut_at"), self.warehouse, self.source
+            )
+        except ResolvedTimestampUnavailable as err:
+            # A cut past the run's cut time was published, but which one a task for that time
+            # reads is not known now: the events name none rather than another state.
+            self.log.warning("cannot read the cut that reaches the run's cut time: %s", err)
+            return False
+        if reached is None:
+            return False
+        stats["cut"]["reached"] = reached
+        return True
 
     def bookkeeping_read(self) -> list[str]:
         """The bookkeeping tables a run reads: the batch's landed records and ledger entries,
@@ -329,23 +361,25 @@ class ApplyChangesOperator(SparkJobOperator):
         if self.consistent_cut:
             for name in ("cut_at", "interval_start"):
                 check_time(getattr(self, name), name)
-            cut = ["--cut-at", self.cut_at, "--interval-start", self.interval_start]
+            cut = [f"--cut-at={self.cut_at}", f"--interval-start={self.interval_start}"]
             if self.transactions:
                 cut.append("--transactions")
         return [
-            *("--source", self.source, "--format", self.record_format),
-            *("--ddl", self.ddl, "--default-schema", self.default_schema),
-            *("--max-pending-age-seconds", str(self.max_pending_age_seconds)),
-            *("--max-pending-wall-seconds", str(self.max_pending_wall_seconds)),
-            *("--max-columns-per-record", str(self.max_columns_per_record)),
-            *("--max-added-columns", str(self.max_added_columns)),
-            *("--max-fragments-per-image", str(self.max_fragments_per_image)),
-            *("--max-number-length", str(self.max_number_length)),
-            *("--max-bytes-per-fragment-set", str(self.max_bytes_per_fragment_set)),
+            f"--source={self.source}",
+            f"--format={self.record_format}",
+            f"--ddl={self.ddl}",
+            f"--default-schema={self.default_schema}",
+            f"--max-pending-age-seconds={self.max_pending_age_seconds}",
+            f"--max-pending-wall-seconds={self.max_pending_wall_seconds}",
+            f"--max-columns-per-record={self.max_columns_per_record}",
+            f"--max-added-columns={self.max_added_columns}",
+            f"--max-fragments-per-image={self.max_fragments_per_image}",
+            f"--max-number-length={self.max_number_length}",
+            f"--max-bytes-per-fragment-set={self.max_bytes_per_fragment_set}",
             *(["--column-mapping"] if self.column_mapping else []),
             *cut,
-            *(["--history", ",".join(s.table.qualified for s in kept)] if kept else []),
-            *(["--catalog", self.catalog] if self.catalog is not None else []),
+            *([f"--history={','.join(s.table.qualified for s in kept)}"] if kept else []),
+            *([f"--catalog={self.catalog}"] if self.catalog is not None else []),
         ]
 
 
@@ -435,10 +469,11 @@ class LandAndApplyOperator(ApplyChangesOperator):
         check_waiting(self.poke_interval, self.timeout)
         apply = super().job_args(context)
         return [
-            *("--source", check_source(self.source), "--land-job", self.land.job),
-            *("--land-args", json.dumps(self.land.job_args(self.record_format))),
-            *("--apply-args", json.dumps(apply)),
-            *("--resolved-target", self.resolved_target),
+            f"--source={check_source(self.source)}",
+            f"--land-job={self.land.job}",
+            f"--land-args={json.dumps(self.land.job_args(self.record_format))}",
+            f"--apply-args={json.dumps(apply)}",
+            f"--resolved-target={self.resolved_target}",
         ]
 
     def job_env(self) -> dict[str, str]:
@@ -504,7 +539,7 @@ class ReplayQuarantineOperator(ApplyChangesOperator):
             ):
                 raise ValueError(f"{name} must be a list of names without commas, got {values!r}")
             if values:
-                args += [option, ",".join(values)]
+                args.append(f"{option}={','.join(values)}")
         return args
 
 

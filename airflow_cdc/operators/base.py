@@ -7,7 +7,7 @@ import datetime as dt
 import json
 import os
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
 
 import fsspec
@@ -28,6 +28,9 @@ from airflow_cdc.submit import SubmitSpec, check_version, job_spec
 if TYPE_CHECKING:
     from airflow.providers.openlineage.extractors import OperatorLineage
     from openlineage.client.event_v2 import InputDataset, OutputDataset
+
+# The Spark conf that names the deploy mode where the connection does not.
+DEPLOY_MODE_CONF = "spark.submit.deployMode"
 
 
 def land_again_later(
@@ -65,7 +68,9 @@ def check_waiting(poke_interval: float, timeout: float) -> None:
 class SparkJobOperator(BaseOperator):
     """Submit one versioned airflow-cdc Spark job over the task's batch.
 
-    :param warehouse: Warehouse root (local path or any Hadoop file system URI).
+    :param warehouse: Warehouse root: an absolute local path or any Hadoop file system URI
+        (a relative path is refused at submission: each process would resolve it in its own
+        working directory).
     :param batch_id: The batch; by default the data interval's end, so re-running an
         interval (a backfill) reprocesses the same batch.
     :param job_version: The job version this task is pinned to; the task fails if another
@@ -118,9 +123,7 @@ class SparkJobOperator(BaseOperator):
     def driver_is_here(self) -> bool:
         """Whether the job's driver runs on this machine (client deploy mode, the default),
         where the class archive is (a driver deployed to the cluster would not find it)."""
-        # The connection's mode is spark-submit's --deploy-mode, which wins over a conf.
-        mode = deploy_mode(self.spark_conn_id) or self.spark_conf.get("spark.submit.deployMode")
-        return mode != "cluster"
+        return not cluster_deploy_mode(self.spark_conn_id, self.spark_conf)
 
     def execute(self, context: Context) -> dict[str, Any]:
         version = check_version(self.job, self.job_version)
@@ -229,13 +232,13 @@ class SparkJobOperator(BaseOperator):
         if not spec.env_vars:
             hook.submit(spec.application)
             return
-        if deploy_mode(self.spark_conn_id) == "cluster":
+        if cluster_deploy_mode(self.spark_conn_id, spec.conf):
             raise ValueError(
                 f"{self.job} needs {sorted(spec.env_vars)} in its driver's environment, which"
-                f" cluster deploy mode (connection {self.spark_conn_id!r}) would put on the"
-                " spark-submit command line: use client deploy mode, or give the cluster its"
-                " own identity (an instance role, IRSA, Kubernetes secrets) and a connection"
-                " without keys"
+                f" cluster deploy mode (connection {self.spark_conn_id!r}, or {DEPLOY_MODE_CONF}"
+                " in spark_conf) would put on the spark-submit command line: use client deploy"
+                " mode, or give the cluster its own identity (an instance role, IRSA, Kubernetes"
+                " secrets) and a connection without keys"
             )
         inherited = dict(os.environ)
         if "AWS_ACCESS_KEY_ID" in spec.env_vars:
@@ -252,6 +255,13 @@ class SparkJobOperator(BaseOperator):
         hook = getattr(self, "_submit_hook", None)
         if hook is not None:
             hook.on_kill()
+
+
+def cluster_deploy_mode(spark_conn_id: str, spark_conf: Mapping[str, str]) -> bool:
+    """Whether spark-submit deploys the job's driver to the cluster: the connection's deploy
+    mode (spark-submit's ``--deploy-mode``, which wins over a conf), else ``spark_conf``'s
+    ``spark.submit.deployMode``; neither is client mode, Spark's default."""
+    return (deploy_mode(spark_conn_id) or spark_conf.get(DEPLOY_MODE_CONF)) == "cluster"
 
 
 def deploy_mode(spark_conn_id: str) -> str | None:

@@ -60,8 +60,9 @@ class Landing:
     record_format: str | None = None
 
     def job_args(self, record_format: str | None = None) -> list[str]:
-        """The job's arguments; ``record_format``: the records' format, where the landing
-        does not name one (formats with in-band resolved markers need it)."""
+        """The job's arguments, each option with its value as one (``--topic=-orders``: see
+        :func:`~airflow_cdc.submit.job_spec`); ``record_format``: the records' format, where
+        the landing does not name one (formats with in-band resolved markers need it)."""
         raise NotImplementedError
 
     def job_env(self) -> dict[str, str]:
@@ -117,17 +118,13 @@ class KinesisLanding(Landing):
             )
         settings = KinesisStreamHook(self.kinesis_conn_id).settings()
         args = [
-            "--stream",
-            self.stream,
-            "--region",
-            settings["region"],
-            "--lateness-seconds",
-            check_lateness(self.lateness_seconds),
-            "--max-records-per-shard",
-            str(self.max_records_per_shard),
+            f"--stream={self.stream}",
+            f"--region={settings['region']}",
+            f"--lateness-seconds={check_lateness(self.lateness_seconds)}",
+            f"--max-records-per-shard={self.max_records_per_shard}",
         ]
         if settings["endpoint_url"]:
-            args += ["--endpoint-url", settings["endpoint_url"]]
+            args.append(f"--endpoint-url={settings['endpoint_url']}")
         return args
 
     def lateness(self, record_format: str | None = None) -> float:
@@ -188,17 +185,14 @@ class KafkaLanding(Landing):
             raise ValueError(
                 f"max_records_per_partition must be >= 1, got {self.max_records_per_partition!r}"
             )
-        args = ["--bootstrap-servers", KafkaClusterHook(self.kafka_conn_id).bootstrap_servers()]
-        for topic in self.topics:
-            args += ["--topic", topic]
+        args = [f"--bootstrap-servers={KafkaClusterHook(self.kafka_conn_id).bootstrap_servers()}"]
+        args += [f"--topic={topic}" for topic in self.topics]
         args += [
-            "--lateness-seconds",
-            check_lateness(self.lateness_seconds),
-            "--max-records-per-partition",
-            str(self.max_records_per_partition),
+            f"--lateness-seconds={check_lateness(self.lateness_seconds)}",
+            f"--max-records-per-partition={self.max_records_per_partition}",
         ]
         if fmt := self.format(record_format):
-            args += ["--format", fmt]
+            args.append(f"--format={fmt}")
         return args
 
     def job_env(self) -> dict[str, str]:
@@ -245,13 +239,16 @@ class FilesLanding(Landing):
         self.unended_line_seconds = unended_line_seconds
 
     def job_args(self, record_format: str | None = None) -> list[str]:
-        args = ["--path", self.path, "--lateness-seconds", check_lateness(self.lateness_seconds)]
+        args = [
+            f"--path={self.path}",
+            f"--lateness-seconds={check_lateness(self.lateness_seconds)}",
+        ]
         if self.layout != "kinesis":
-            args += ["--layout", self.layout]
+            args.append(f"--layout={self.layout}")
         if fmt := self.format(record_format):
-            args += ["--format", fmt]
+            args.append(f"--format={fmt}")
         if self.unended_line_seconds is not None:
-            args += ["--unended-line-seconds", check_unended(self.unended_line_seconds)]
+            args.append(f"--unended-line-seconds={check_unended(self.unended_line_seconds)}")
         return args
 
     def lineage_inputs(self) -> list[InputDataset]:
@@ -320,7 +317,7 @@ class LandingOperator(SparkJobOperator):
     def job_args(self, context: Context) -> list[str]:
         args = self.landing().job_args()
         if self.source or self.source_required:
-            args += ["--source", check_source(self.source)]
+            args.append(f"--source={check_source(self.source)}")
         return args
 
     def job_env(self) -> dict[str, str]:

@@ -133,12 +133,13 @@ class CdcMaintenanceOperator(SparkJobOperator):
                 f" got {self.cluster_above_bytes!r}"
             )
         return [
-            *("--source", self.source),
-            *("--ddl", self.ddl, "--default-schema", self.default_schema),
-            *("--tombstone-retention-seconds", str(self.tombstone_retention_seconds)),
-            *("--vacuum-retention-hours", str(self.vacuum_retention_hours)),
-            *("--raw-retention-seconds", str(self.raw_retention_seconds)),
-            *("--quarantine-retention-seconds", str(self.quarantine_retention_seconds)),
-            *("--cut-retention-seconds", str(self.cut_retention_seconds)),
-            *("--cluster-above-bytes", str(self.cluster_above_bytes)),
+            f"--source={self.source}",
+            f"--ddl={self.ddl}",
+            f"--default-schema={self.default_schema}",
+            f"--tombstone-retention-seconds={self.tombstone_retention_seconds}",
+            f"--vacuum-retention-hours={self.vacuum_retention_hours}",
+            f"--raw-retention-seconds={self.raw_retention_seconds}",
+            f"--quarantine-retention-seconds={self.quarantine_retention_seconds}",
+            f"--cut-retention-seconds={self.cut_retention_seconds}",
+            f"--cluster-above-bytes={self.cluster_above_bytes}",
         ]

@@ -16,6 +16,11 @@ from airflow_cdc.submit import SubmitSpec
 Counts = Callable[[base.SparkJobOperator, SubmitSpec], dict[str, Any]]
 
 
+def argument(args: list[str], option: str) -> str:
+    """The value a job's arguments give ``option`` (as ``--name=value``)."""
+    return next(a.split("=", 1)[1] for a in args if a.startswith(f"{option}="))
+
+
 def fake_submit(
     monkeypatch: pytest.MonkeyPatch, counts: Counts, error: BaseException | None = None
 ) -> list[SubmitSpec]:
@@ -26,7 +31,7 @@ def fake_submit(
     def submit(self: base.SparkJobOperator, spec: SubmitSpec) -> None:
         specs.append(spec)
         args = spec.application_args
-        written = Path(args[args.index("--stats-file") + 1])
+        written = Path(argument(args, "--stats-file"))
         written.parent.mkdir(parents=True)
         written.write_text(json.dumps(counts(self, spec)))
         if error is not None:

@@ -18,7 +18,7 @@ from airflow_cdc.operators import base
 from airflow_cdc.operators.apply import ApplyChangesOperator, ReplayQuarantineOperator
 from airflow_cdc.operators.land import LandFilesOperator, LandKafkaOperator, LandKinesisOperator
 from airflow_cdc.submit import SubmitSpec
-from tests.airflow.submits import fake_submit
+from tests.airflow.submits import argument, fake_submit
 
 DDL = (
     "CREATE TABLE orders (id bigint PRIMARY KEY, total numeric(12,2), note text);"
@@ -71,7 +71,7 @@ def submitted(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[SubmitSpec]]:
         args = spec.application_args
         stats: dict[str, Any] = {
             "job": operator.job,
-            "batch_id": args[args.index("--batch-id") + 1],
+            "batch_id": argument(args, "--batch-id"),
         }
         if operator.job == "apply_changes":
             stats["tables"] = {"public.orders": {"applied": 2, "version": 7}}

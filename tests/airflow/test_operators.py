@@ -17,7 +17,7 @@ from airflow_cdc.operators.land import (
     LandKinesisOperator,
 )
 from airflow_cdc.operators.maintain import CdcMaintenanceOperator
-from tests.airflow.submits import fake_submit
+from tests.airflow.submits import argument, fake_submit
 
 APPLICATION = "app-20260101000000-0003"
 
@@ -44,16 +44,11 @@ def test_kinesis_landing_arguments_come_from_the_connection(monkeypatch) -> None
         max_records_per_shard=5,
     )
     assert op.job_args({}) == [
-        "--stream",
-        "s",
-        "--region",
-        "eu-west-1",
-        "--lateness-seconds",
-        "60",
-        "--max-records-per-shard",
-        "5",
-        "--endpoint-url",
-        "http://127.0.0.1:4568",
+        "--stream=s",
+        "--region=eu-west-1",
+        "--lateness-seconds=60",
+        "--max-records-per-shard=5",
+        "--endpoint-url=http://127.0.0.1:4568",
     ]
     env = op.job_env()
     assert env == {
@@ -66,7 +61,7 @@ def test_kinesis_landing_arguments_come_from_the_connection(monkeypatch) -> None
 def test_aws_itself_has_no_endpoint(monkeypatch) -> None:
     monkeypatch.setenv("AIRFLOW_CONN_AWS_KIN", json.dumps({"conn_type": "cdc_kinesis"}))
     op = LandKinesisOperator(task_id="land", warehouse="/wh", stream="s", kinesis_conn_id="aws_kin")
-    assert "--endpoint-url" not in op.job_args({})
+    assert not any(a.startswith("--endpoint-url") for a in op.job_args({}))
     assert op.job_env() == {}  # no keys: the job's own credential chain
 
 
@@ -119,15 +114,17 @@ def test_apply_changes_arguments() -> None:
         record_format="debezium",
     )
     assert op.job_args({}) == [
-        *("--source", "src", "--format", "debezium"),
-        *("--ddl", ddl, "--default-schema", "public"),
-        *("--max-pending-age-seconds", "3600.0"),
-        *("--max-pending-wall-seconds", "86400.0"),
-        *("--max-columns-per-record", "1600"),
-        *("--max-added-columns", "200"),
-        *("--max-fragments-per-image", "10000"),
-        *("--max-number-length", "1000"),
-        *("--max-bytes-per-fragment-set", str(256 * 2**20)),
+        "--source=src",
+        "--format=debezium",
+        f"--ddl={ddl}",
+        "--default-schema=public",
+        "--max-pending-age-seconds=3600.0",
+        "--max-pending-wall-seconds=86400.0",
+        "--max-columns-per-record=1600",
+        "--max-added-columns=200",
+        "--max-fragments-per-image=10000",
+        "--max-number-length=1000",
+        f"--max-bytes-per-fragment-set={256 * 2**20}",
     ]
     for bad in ({"max_added_columns": 0}, {"max_columns_per_record": 1.5}):
         with pytest.raises(ValueError, match="whole number"):
@@ -167,9 +164,9 @@ def test_apply_changes_arguments() -> None:
     )
     assert {"cut_at", "interval_start"} <= set(cut.template_fields)
     assert cut.max_active_tis_per_dag == 1  # one apply of the source at a time
-    assert cut.job_args({})[-4:] == [
-        *("--cut-at", "2026-01-01T01:00:00+00:00"),
-        *("--interval-start", "2026-01-01T00:00:00+00:00"),
+    assert cut.job_args({})[-2:] == [
+        "--cut-at=2026-01-01T01:00:00+00:00",
+        "--interval-start=2026-01-01T00:00:00+00:00",
     ]
     with pytest.raises(ValueError, match="cut_at must be an ISO 8601 time"):
         ApplyChangesOperator(
@@ -182,12 +179,9 @@ def test_apply_changes_arguments() -> None:
     replay = ReplayQuarantineOperator(
         task_id="r", warehouse="/wh", source="s", ddl=ddl, reasons=["undeclared_table"]
     )
-    assert replay.job_args({})[-3:] == ["--replay", "--replay-reasons", "undeclared_table"]
+    assert replay.job_args({})[-2:] == ["--replay", "--replay-reasons=undeclared_table"]
     replay.batches = ["2026-01-01T01:00:00+00:00", "b2"]
-    assert replay.job_args({})[-2:] == [
-        "--replay-batches",
-        "2026-01-01T01:00:00+00:00,b2",
-    ]
+    assert replay.job_args({})[-1] == "--replay-batches=2026-01-01T01:00:00+00:00,b2"
     for bad in ("undeclared_table", ["a,b"], [""]):
         replay.reasons = bad
         with pytest.raises(ValueError, match="reasons must be a list of names"):
@@ -209,10 +203,10 @@ def test_history_tables_are_named_to_the_job_and_checked_against_the_ddl() -> No
             task_id="h", warehouse="/wh", source="s", ddl=ddl, history=history
         ).job_args({})
 
-    assert "--history" not in args(False)
-    assert args(True)[-2:] == ["--history", "s.a,public.b"]
-    assert args(["b"])[-2:] == ["--history", "public.b"]
-    assert args("s.a, b")[-2:] == ["--history", "s.a,public.b"]  # one string, not its letters
+    assert not any(a.startswith("--history") for a in args(False))
+    assert args(True)[-1] == "--history=s.a,public.b"
+    assert args(["b"])[-1] == "--history=public.b"
+    assert args("s.a, b")[-1] == "--history=s.a,public.b"  # one string, not its letters
     with pytest.raises(DdlError, match="for 'a': no CREATE TABLE declares it"):
         args(["a"])
     clash = ApplyChangesOperator(
@@ -246,18 +240,12 @@ def test_kafka_landing_arguments_and_client_config_from_the_connection(monkeypat
         lateness_seconds=0,
     )
     assert op.job_args({}) == [
-        "--bootstrap-servers",
-        "b1:9092,b2:9092",
-        "--topic",
-        "orders",
-        "--topic",
-        "items",
-        "--lateness-seconds",
-        "0",
-        "--max-records-per-partition",
-        "1000000",
-        "--format",
-        "cockroachdb",
+        "--bootstrap-servers=b1:9092,b2:9092",
+        "--topic=orders",
+        "--topic=items",
+        "--lateness-seconds=0",
+        "--max-records-per-partition=1000000",
+        "--format=cockroachdb",
     ]
     assert json.loads(op.job_env()["AIRFLOW_CDC_KAFKA_CONFIG"]) == {"security.protocol": "SSL"}
     with pytest.raises(ValueError, match="topics"):
@@ -271,11 +259,11 @@ def test_file_layouts_for_kafka_dumps_and_sink_files() -> None:
     op = LandFilesOperator(
         task_id="l", warehouse="/wh", path="/d", source="s", layout="lines", record_format="ydb"
     )
-    assert op.job_args({})[-6:] == ["--layout", "lines", "--format", "ydb", "--source", "s"]
+    assert op.job_args({})[-3:] == ["--layout=lines", "--format=ydb", "--source=s"]
     waits = LandFilesOperator(
         task_id="l", warehouse="/wh", path="/d", source="s", unended_line_seconds=600
     )
-    assert waits.job_args({})[-4:] == ["--unended-line-seconds", "600", "--source", "s"]
+    assert waits.job_args({})[-2:] == ["--unended-line-seconds=600", "--source=s"]
     for bad in (-1, float("nan")):
         never = LandFilesOperator(
             task_id="l", warehouse="/wh", path="/d", source="s", unended_line_seconds=bad
@@ -289,12 +277,15 @@ def test_maintenance_arguments_and_delta_safety_floor() -> None:
     op = CdcMaintenanceOperator(task_id="m", warehouse="/wh", source="src", ddl=ddl)
     assert op.job == "maintain"
     assert op.job_args({}) == [
-        *("--source", "src", "--ddl", ddl, "--default-schema", "public"),
-        *("--tombstone-retention-seconds", "86400.0", "--vacuum-retention-hours", "168.0"),
-        *("--raw-retention-seconds", "604800.0"),
-        *("--quarantine-retention-seconds", "2592000.0"),
-        *("--cut-retention-seconds", "604800.0"),
-        *("--cluster-above-bytes", str(2 * 1024**3)),
+        "--source=src",
+        f"--ddl={ddl}",
+        "--default-schema=public",
+        "--tombstone-retention-seconds=86400.0",
+        "--vacuum-retention-hours=168.0",
+        "--raw-retention-seconds=604800.0",
+        "--quarantine-retention-seconds=2592000.0",
+        "--cut-retention-seconds=604800.0",
+        f"--cluster-above-bytes={2 * 1024**3}",
     ]
     with pytest.warns(DeprecationWarning, match="schedule CdcMaintenanceOperator"):
         ApplyChangesOperator(
@@ -391,8 +382,8 @@ def test_the_amazon_providers_aws_connection_serves_kinesis(monkeypatch) -> None
     )
     op = LandKinesisOperator(task_id="land", warehouse="/wh", stream="s", kinesis_conn_id="my_aws")
     args = op.job_args({})
-    assert args[args.index("--region") + 1] == "ap-south-1"
-    assert args[args.index("--endpoint-url") + 1] == "http://127.0.0.1:4568"
+    assert argument(args, "--region") == "ap-south-1"
+    assert argument(args, "--endpoint-url") == "http://127.0.0.1:4568"
     assert op.job_env() == {
         "AWS_ACCESS_KEY_ID": "ASIA2",
         "AWS_SECRET_ACCESS_KEY": "SECRET2",
@@ -418,7 +409,7 @@ def test_the_kafka_providers_connection_serves_kafka(monkeypatch) -> None:
     )
     op = LandKafkaOperator(task_id="land", warehouse="/wh", topics=["t"], kafka_conn_id="kp")
     args = op.job_args({})
-    assert args[:2] == ["--bootstrap-servers", "k1:9092,k2:9092"]
+    assert args[0] == "--bootstrap-servers=k1:9092,k2:9092"
     assert "PLANTED" not in " ".join(args)
     # The client settings travel (landing sets its own offsets handling and servers).
     assert json.loads(op.job_env()["AIRFLOW_CDC_KAFKA_CONFIG"]) == {
@@ -447,7 +438,9 @@ def test_the_kafka_providers_connection_serves_kafka(monkeypatch) -> None:
         op.job_env()
 
 
-def submitted_process(monkeypatch, spark_extra: dict[str, str]) -> dict[str, object]:
+def submitted_process(
+    monkeypatch, spark_extra: dict[str, str], spark_conf: dict[str, str] | None = None
+) -> dict[str, object]:
     """What the Spark provider's hook would start for a Kinesis landing with a planted
     secret: the command line and the process environment."""
     from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
@@ -475,6 +468,7 @@ def submitted_process(monkeypatch, spark_extra: dict[str, str]) -> dict[str, obj
         stream="s",
         kinesis_conn_id="kin",
         spark_conn_id="spark_test",
+        spark_conf=spark_conf,
     )
     spec = job_spec(
         "land_kinesis",
@@ -484,6 +478,7 @@ def submitted_process(monkeypatch, spark_extra: dict[str, str]) -> dict[str, obj
         stats_file="/wh/s.json",
         job_args=op.job_args({}),
         library="/lib.zip",
+        spark_conf=op.spark_conf,
         env_vars=op.job_env(),
     )
     op.submit(spec)
@@ -509,6 +504,17 @@ def test_cluster_deploy_mode_refuses_credentials_it_would_put_on_a_command_line(
 ) -> None:
     with pytest.raises(ValueError, match=r"cluster deploy mode .* command line"):
         submitted_process(monkeypatch, {"deploy-mode": "cluster"})
+
+
+def test_cluster_deploy_mode_in_the_spark_conf_refuses_credentials_too(monkeypatch) -> None:
+    """spark-submit takes the deploy mode from the conf where the connection names none."""
+    with pytest.raises(ValueError, match=r"cluster deploy mode .* command line"):
+        submitted_process(monkeypatch, {}, {"spark.submit.deployMode": "cluster"})
+    # The connection's mode is spark-submit's --deploy-mode, which wins over the conf.
+    started = submitted_process(
+        monkeypatch, {"deploy-mode": "client"}, {"spark.submit.deployMode": "cluster"}
+    )
+    assert "PLANTED-SECRET" not in " ".join(started["command"])  # type: ignore[arg-type]
 
 
 def test_driver_credentials_travel_to_executors_without_ever_printing(monkeypatch) -> None:
@@ -605,10 +611,11 @@ def test_land_and_apply_gives_each_step_its_own_arguments(monkeypatch) -> None:
     args = op.job_args({})
     alone = ApplyChangesOperator(task_id="a", warehouse="/wh", source="src", ddl=ddl)
     assert args == [
-        *("--source", "src", "--land-job", "land_kinesis"),
-        *("--land-args", json.dumps(landing.job_args())),
-        *("--apply-args", json.dumps(alone.job_args({}))),
-        *("--resolved-target", "2026-01-01T01:00:00+00:00"),
+        "--source=src",
+        "--land-job=land_kinesis",
+        f"--land-args={json.dumps(landing.job_args())}",
+        f"--apply-args={json.dumps(alone.job_args({}))}",
+        "--resolved-target=2026-01-01T01:00:00+00:00",
     ]
     # The landing operator submits the same arguments, with its source.
     land = LandKinesisOperator(
@@ -627,10 +634,10 @@ def test_land_and_apply_gives_each_step_its_own_arguments(monkeypatch) -> None:
         land=FilesLanding(path="/in", layout="lines"),
         resolved_target="2026-01-01T01:00:00",
     ).job_args({})
-    assert json.loads(files[files.index("--land-args") + 1])[-2:] == ["--format", "cockroachdb"]
+    assert json.loads(argument(files, "--land-args"))[-1] == "--format=cockroachdb"
     monkeypatch.setenv("AIRFLOW_CONN_KAF", json.dumps({"conn_type": "cdc_kafka", "host": "b:9092"}))
     topics = KafkaLanding(topics=["t"], kafka_conn_id="kaf", lateness_seconds=30)
-    assert topics.job_args("ydb")[-2:] == ["--format", "ydb"]
+    assert topics.job_args("ydb")[-1] == "--format=ydb"
     assert topics.lateness("ydb") == 0  # in-band markers: exact
     assert topics.lateness("debezium") == 30 and landing.lateness("debezium") == 60
     assert landing.lateness("cockroachdb") == 60  # land_kinesis always subtracts it

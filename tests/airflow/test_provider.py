@@ -147,4 +147,5 @@ def test_the_cdc_config_section_gives_the_operators_defaults(monkeypatch: Any) -
     kafka = LandKafkaOperator(task_id="f", warehouse="/wh", topics=["t"], lateness_seconds=5)
     assert (kafka.lateness_seconds, kafka.max_records_per_partition) == (5, 5000)  # given wins
     kept = CdcMaintenanceOperator(task_id="m", warehouse="/wh", source="s", ddl=ddl)
-    assert "3600.0" in kept.job_args({}) and kept.vacuum_retention_hours == 168
+    assert "--raw-retention-seconds=3600.0" in kept.job_args({})
+    assert kept.vacuum_retention_hours == 168

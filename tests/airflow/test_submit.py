@@ -40,7 +40,7 @@ def test_apply_job_spec_exactly(monkeypatch: pytest.MonkeyPatch) -> None:
         batch_id="2026-01-01T01:00:00+00:00",
         run_id="scheduled__x",
         stats_file="/tmp/s.json",
-        job_args=["--ddl", "CREATE TABLE t (id int PRIMARY KEY)"],
+        job_args=["--ddl=CREATE TABLE t (id int PRIMARY KEY)"],
         library="/cache/lib.zip",
         jars=["/cache/ivy/jars/delta-spark.jar", "/cache/ivy/jars/delta-storage.jar"],
         spark_conf={"spark.executor.memory": "2g"},
@@ -49,16 +49,11 @@ def test_apply_job_spec_exactly(monkeypatch: pytest.MonkeyPatch) -> None:
     assert spec == SubmitSpec(
         application=str(job_file("apply_changes")),
         application_args=[
-            "--warehouse",
-            "/wh",
-            "--batch-id",
-            "2026-01-01T01:00:00+00:00",
-            "--run-id",
-            "scheduled__x",
-            "--stats-file",
-            "/tmp/s.json",
-            "--ddl",
-            "CREATE TABLE t (id int PRIMARY KEY)",
+            "--warehouse=/wh",
+            "--batch-id=2026-01-01T01:00:00+00:00",
+            "--run-id=scheduled__x",
+            "--stats-file=/tmp/s.json",
+            "--ddl=CREATE TABLE t (id int PRIMARY KEY)",
         ],
         conf={
             "spark.jars": "/cache/ivy/jars/delta-spark.jar,/cache/ivy/jars/delta-storage.jar",
@@ -276,7 +271,22 @@ def test_job_spec_rejects_missing_arguments() -> None:
         )
     with pytest.raises(ValueError, match="batch_id"):
         job_spec(
-            "apply_changes", warehouse="w", batch_id="", run_id="r", stats_file="s", library="l"
+            "apply_changes", warehouse="/w", batch_id="", run_id="r", stats_file="s", library="l"
+        )
+
+
+@pytest.mark.parametrize("warehouse", ["wh", "./wh", "../data/wh", "file:wh", "s3a:lake/wh"])
+def test_job_spec_refuses_a_relative_warehouse(warehouse: str) -> None:
+    """Each process would find a relative warehouse under its own working directory (the
+    driver's, the worker's, the triggerer's), and assets and lineage could not name it."""
+    with pytest.raises(ValueError, match=r"warehouse must be an absolute path or a URI .* got"):
+        job_spec(
+            "apply_changes",
+            warehouse=warehouse,
+            batch_id="b",
+            run_id="r",
+            stats_file="s",
+            library="l",
         )
 
 

@@ -94,3 +94,21 @@ def test_unusable_ddl_is_rejected_clearly(ddl: str, message: str) -> None:
 def test_names_that_would_leave_their_directory_are_rejected(ddl: str) -> None:
     with pytest.raises(DdlError, match="not a plain identifier"):
         parse_tables(ddl)
+
+
+@pytest.mark.parametrize(
+    ("ddl", "default_schema"),
+    [
+        ("CREATE TABLE _cdc.ledger (id INT PRIMARY KEY)", "public"),
+        ("CREATE TABLE _CDC.orders (id INT PRIMARY KEY)", "public"),
+        ('CREATE TABLE "_Cdc".orders (id INT PRIMARY KEY)', "public"),
+        ("CREATE TABLE orders (id INT PRIMARY KEY)", "_cdc"),
+    ],
+)
+def test_the_bookkeeping_schema_is_refused(ddl: str, default_schema: str) -> None:
+    """The warehouse keeps the jobs' bookkeeping tables in ``_cdc/``, beside one directory per
+    schema: a declared table there would collide with them (in any case: PostgreSQL folds an
+    unquoted name, and a case-insensitive file system or catalog takes one for the other)."""
+    with pytest.raises(DdlError, match=r"schema '_\w+' is reserved; .* bookkeeping"):
+        parse_tables(ddl, default_schema)
+    assert parse_tables("CREATE TABLE cdc.t (id INT PRIMARY KEY)")[0].table.schema == "cdc"
