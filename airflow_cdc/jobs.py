@@ -24,8 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import airflow_cdc
-from airflow_cdc.core.ddl import BOOKKEEPING_SCHEMA
-from airflow_cdc.core.events import TableRef
+from airflow_cdc.core.events import BOOKKEEPING_SCHEMA, TableRef
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +79,8 @@ CATALOG_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_\-]{0,127}")
 SOURCE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}")
 # An absolute local path, or a URI's scheme and the root of its path (``s3a://``, ``file:/``).
 ABSOLUTE_LOCATION = re.compile(r"/|[A-Za-z][A-Za-z0-9+.\-]*:/")
+# A file URI names a local path: ``file:/wh`` or ``file:///wh``, not a host (``file://wh``).
+FILE_WITH_HOST = re.compile(r"file://[^/]", re.IGNORECASE)
 
 
 def check_time(value: str | dt.datetime, name: str) -> dt.datetime:
@@ -109,7 +110,11 @@ def check_location(location: str, name: str = "warehouse") -> str:
     >>> check_location("s3a://lake/wh")
     's3a://lake/wh'
     """
-    if not isinstance(location, str) or not ABSOLUTE_LOCATION.match(location):
+    if (
+        not isinstance(location, str)
+        or not ABSOLUTE_LOCATION.match(location)
+        or FILE_WITH_HOST.match(location)
+    ):
         raise ValueError(
             f"{name} must be an absolute path or a URI (/data/wh, s3a://bucket/wh),"
             f" got {location!r}"

@@ -49,7 +49,10 @@ class DeltaTableLink(BaseOperatorLink):
             return ""
         if not specs or not getattr(operator, "warehouse", ""):
             return ""
-        return location_uri(table_location(operator.warehouse, specs[0].table))
+        try:
+            return location_uri(table_location(operator.warehouse, specs[0].table))
+        except ValueError:  # a relative warehouse: refused at submission, no link
+            return ""
 
 
 # The Spark connection's extra that names the master's web UI.

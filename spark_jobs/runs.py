@@ -10,8 +10,8 @@ from pyspark.sql import SparkSession
 
 from airflow_cdc.core.exceptions import CdcError
 from airflow_cdc.storage import configure_object_storage
-from spark_jobs.delta_tables import partition_columns, table_exists
-from spark_jobs.files import read_text, write_file
+from spark_jobs.delta_tables import partition_columns
+from spark_jobs.files import hadoop_path, write_file
 from spark_jobs.session import fit_to_size, get_session, set_commit_metadata
 from spark_jobs.warehouse import JobContext, Warehouse
 
@@ -66,7 +66,8 @@ def check_layout(ctx: JobContext) -> None:
 
 
 def _exists(ctx: JobContext, path: str) -> bool:
-    return read_text(ctx, path) is not None or table_exists(ctx.spark, path)
+    target, fs = hadoop_path(ctx, path)
+    return bool(fs.exists(target))
 
 
 def application(spark: SparkSession) -> dict[str, str]:

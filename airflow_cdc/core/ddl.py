@@ -15,7 +15,7 @@ from sqlglot import exp
 from sqlglot.errors import ParseError
 
 from airflow_cdc.core.columns import name_problem
-from airflow_cdc.core.events import TableRef
+from airflow_cdc.core.events import BOOKKEEPING_SCHEMA, TableRef
 from airflow_cdc.core.exceptions import DdlError
 
 # sqlglot's type names -> the PostgreSQL type families whose serialization DSQL documents.
@@ -141,9 +141,6 @@ def history_tables(
 
 # A schema or table name that is safe as one path segment.
 PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
-# The warehouse directory of the jobs' bookkeeping (``raw``, ``ledger``, ``cuts``...), beside
-# one directory per declared schema: no declared schema may take it.
-BOOKKEEPING_SCHEMA = "_cdc"
 
 
 def _plain(table: TableRef) -> TableRef:

@@ -5,6 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+# The warehouse directory of the jobs' bookkeeping (``raw``, ``ledger``, ``cuts``...), beside
+# one directory per declared schema: no declared schema may take it.
+BOOKKEEPING_SCHEMA = "_cdc"
+
 UPSERT = "upsert"
 DELETE = "delete"
 

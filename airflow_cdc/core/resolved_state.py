@@ -22,6 +22,8 @@ def parse_state(text: str) -> dt.datetime:
         raise ResolvedTimestampUnavailable(
             f"source {state.get('source')!r} has shards never read yet; no resolved timestamp"
         )
+    if not isinstance(value, str):
+        raise ValueError(f"resolved_ts is an ISO 8601 text, not {value!r}")
     parsed = dt.datetime.fromisoformat(value)
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
 

@@ -11,7 +11,7 @@ from airflow.sdk import Context
 from airflow_cdc.core.formats import IN_BAND_RESOLVED
 from airflow_cdc.hooks.kafka import KafkaClusterHook
 from airflow_cdc.hooks.kinesis import KinesisStreamHook
-from airflow_cdc.jobs import bookkeeping_location, check_source, check_time
+from airflow_cdc.jobs import bookkeeping_location, check_location, check_source, check_time
 from airflow_cdc.lineage import (
     files_location,
     input_dataset,
@@ -240,7 +240,7 @@ class FilesLanding(Landing):
 
     def job_args(self, record_format: str | None = None) -> list[str]:
         args = [
-            f"--path={self.path}",
+            f"--path={check_location(self.path, 'path')}",
             f"--lateness-seconds={check_lateness(self.lateness_seconds)}",
         ]
         if self.layout != "kinesis":
@@ -252,7 +252,11 @@ class FilesLanding(Landing):
         return args
 
     def lineage_inputs(self) -> list[InputDataset]:
-        return location_inputs([files_location(self.path)])
+        # A relative path names no place (and is refused at submission).
+        try:
+            return location_inputs([files_location(check_location(self.path, "path"))])
+        except ValueError:
+            return []
 
 
 class LandingOperator(SparkJobOperator):

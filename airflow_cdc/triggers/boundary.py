@@ -169,20 +169,39 @@ class _AssetStateMemory:
 
 
 class _FileMemory:
-    """A small JSON file in the warehouse (local path or any fsspec URI)."""
+    """A small JSON file in the warehouse (local path or any fsspec URI), which records the
+    trigger's ``start`` beside the boundary.
 
-    def __init__(self, path: str, source: str) -> None:
+    ``legacy`` is the file a trigger with a ``start`` remembered in before the file was
+    named after it: recalled while the trigger's own file does not exist yet, if it records
+    no ``start`` (written before the rename, by this trigger or a shared one: an upgrade
+    fires nothing twice), never when another watcher wrote it since (it records its own
+    ``start``)."""
+
+    def __init__(
+        self, path: str, source: str, start: str | None, legacy: str | None = None
+    ) -> None:
         self.path = path
         self.source = source
+        self.start = start
+        self.legacy = legacy
         self.where = path
 
     async def recall(self) -> dt.datetime | None:
         text = await asyncio.to_thread(_read_text, self.path)
-        return None if text is None else _remembered_boundary(json.loads(text))
+        if text is not None:
+            return _remembered_boundary(json.loads(text))
+        if self.legacy is None:
+            return None
+        text = await asyncio.to_thread(_read_text, self.legacy)
+        value = None if text is None else json.loads(text)
+        if isinstance(value, dict) and "start" not in value:
+            return _remembered_boundary(value)
+        return None
 
     async def record(self, boundary: dt.datetime, resolved: dt.datetime) -> None:
-        text = json.dumps(_memory_value(self.source, boundary, resolved))
-        await asyncio.to_thread(_write_atomically, self.path, text)
+        value = {**_memory_value(self.source, boundary, resolved), "start": self.start}
+        await asyncio.to_thread(_write_atomically, self.path, json.dumps(value))
 
 
 class _BothMemories:
@@ -326,7 +345,10 @@ class ResolvedBoundaryTrigger(BaseEventTrigger):
         path = boundary_memory_path(
             self.warehouse, self.source, self.mode, self.interval, self.start
         )
-        return _FileMemory(path, self.source)
+        legacy = None
+        if self.start is not None:
+            legacy = boundary_memory_path(self.warehouse, self.source, self.mode, self.interval)
+        return _FileMemory(path, self.source, self.start, legacy)
 
     async def _open_memory(self) -> tuple[_Memory, dt.datetime | None]:
         """The memory to use, and the boundary it holds."""

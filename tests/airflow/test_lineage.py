@@ -110,6 +110,16 @@ def test_s3a_warehouses_are_named_by_bucket_and_key() -> None:
     assert names(facets.outputs) == [("s3://lake", "wh/_cdc/raw")]
 
 
+def test_a_relative_landing_path_is_refused_and_names_no_dataset() -> None:
+    """The driver would read a relative path under its own working directory."""
+    from airflow_cdc.operators.land import FilesLanding
+
+    op = LandFilesOperator(task_id="l", warehouse="/wh", path="in/*.ndjson", source="s")
+    assert op.get_openlineage_facets_on_complete(None).inputs == []
+    with pytest.raises(ValueError, match="path must be an absolute path or a URI"):
+        FilesLanding(path="in/*.ndjson").job_args()
+
+
 def test_apply_lineage_reads_the_bookkeeping_and_writes_tables_with_their_schema() -> None:
     op = ApplyChangesOperator(task_id="apply", warehouse="/wh", source="s", ddl=DDL)
     facets = op.get_openlineage_facets_on_complete(None)

@@ -122,6 +122,8 @@ def test_extra_links_name_the_table_a_standalone_master_and_the_application(
     )
     assert SparkMasterLink().get_link(op, ti_key=None) == ""
     assert SparkApplicationLink().get_link(op, ti_key=None) == ""  # local-...: no UI of its own
+    op.warehouse = "wh"  # a relative warehouse (refused at submission) shows none either
+    assert DeltaTableLink().get_link(op, ti_key=None) == ""
     op.ddl = "CREATE TABLE"  # a broken DDL shows no link, not a failed task page
     assert DeltaTableLink().get_link(op, ti_key=None) == ""
 

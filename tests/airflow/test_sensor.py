@@ -63,7 +63,13 @@ def test_the_resolved_timestamp_goes_downstream_alike_poked_or_deferred(
 
 @pytest.mark.parametrize("wait_for", ["resolved", "cut"])
 @pytest.mark.parametrize(
-    "text", ['{"source": "dsql", "resolved_ts": "2026-01-01T01:', "[1, 2]", '{"cut_at": null}']
+    "text",
+    [
+        '{"source": "dsql", "resolved_ts": "2026-01-01T01:',
+        "[1, 2]",
+        '{"cut_at": null}',
+        '{"resolved_ts": 5, "cut_at": 5}',
+    ],
 )
 def test_a_state_file_that_cannot_be_read_now_means_wait(
     tmp_path: Path, wait_for: str, text: str

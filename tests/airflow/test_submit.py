@@ -275,7 +275,9 @@ def test_job_spec_rejects_missing_arguments() -> None:
         )
 
 
-@pytest.mark.parametrize("warehouse", ["wh", "./wh", "../data/wh", "file:wh", "s3a:lake/wh"])
+@pytest.mark.parametrize(
+    "warehouse", ["wh", "./wh", "../data/wh", "file:wh", "file://data/wh", "s3a:lake/wh"]
+)
 def test_job_spec_refuses_a_relative_warehouse(warehouse: str) -> None:
     """Each process would find a relative warehouse under its own working directory (the
     driver's, the worker's, the triggerer's), and assets and lineage could not name it."""

@@ -245,7 +245,8 @@ def test_the_sensor_reads_the_resolved_timestamp_and_the_cut_from_the_bucket(
             wait_for=wait_for,
         )
 
-    assert sensor(ARRIVAL_START).poke({}) is True
+    landed = sensor(ARRIVAL_START).poke({})
+    assert landed.is_done and landed.xcom_value == resolved.isoformat()  # type: ignore[union-attr]
     assert sensor(resolved + dt.timedelta(hours=1)).poke({}) is False
     assert read_state_missing(run.warehouse)
 
