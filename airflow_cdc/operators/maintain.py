@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import Context
 
-from airflow_cdc.core.ddl import parse_tables
+from airflow_cdc.core.ddl import history_ref, parse_tables
 from airflow_cdc.jobs import (
     MAX_RETENTION_SECONDS,
     MIN_VACUUM_RETENTION_HOURS,
@@ -95,9 +95,16 @@ class CdcMaintenanceOperator(SparkJobOperator):
         self.cluster_above_bytes = chosen(cluster_above_bytes, "cluster_above_bytes")
 
     def kept_locations(self) -> list[str]:
-        """What the job compacts and expires: the source's tables and its bookkeeping."""
+        """What the job compacts and expires: the source's tables (after a run, with the
+        history tables it compacted: the job keeps whichever exist) and its bookkeeping."""
         specs = parse_tables(self.ddl, self.default_schema)
-        tables = [table_location(self.warehouse, spec.table) for spec in specs]
+        done = (self.run_stats or {}).get("tables") or {}
+        tables = []
+        for spec in specs:
+            tables.append(table_location(self.warehouse, spec.table))
+            history = history_ref(spec.table)
+            if history.qualified in done:
+                tables.append(table_location(self.warehouse, history))
         kept = ("raw", "ledger", "quarantine", "cuts", "pending", "held", "transactions")
         return tables + [bookkeeping_location(self.warehouse, table) for table in kept]
 

@@ -338,3 +338,16 @@ def test_maintenance_reads_and_writes_the_tables_it_keeps() -> None:
     assert names[0] == ("file", "/wh/public/t")
     assert ("file", "/wh/_cdc/raw") in names and ("file", "/wh/_cdc/ledger") in names
     assert [(d.namespace, d.name) for d in lineage.inputs] == names
+
+
+def test_maintenance_lineage_names_the_history_tables_it_compacted() -> None:
+    """The job keeps a table's history table when one exists; its counts say which did."""
+    from airflow_cdc.operators.maintain import CdcMaintenanceOperator
+
+    ddl = "CREATE TABLE t (id int PRIMARY KEY); CREATE TABLE u (id int PRIMARY KEY)"
+    op = CdcMaintenanceOperator(task_id="m", warehouse="/wh", source="s", ddl=ddl)
+    before = [d.name for d in op.get_openlineage_facets_on_complete(None).outputs]
+    assert not [n for n in before if n.endswith("__history")]
+    op.run_stats = {"tables": {"public.t": {}, "public.t__history": {}, "public.u": {}}}
+    after = [d.name for d in op.get_openlineage_facets_on_complete(None).outputs]
+    assert after[:3] == ["/wh/public/t", "/wh/public/t__history", "/wh/public/u"]
