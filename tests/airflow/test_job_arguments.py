@@ -107,14 +107,19 @@ def test_a_kinesis_stream_starting_with_a_dash_reaches_the_landing_job(
     assert (args.stream, args.source) == ("-orders", "orders")
 
 
-def test_a_path_starting_with_a_dash_reaches_the_files_landing(
+def test_a_path_reaches_the_files_landing_and_one_starting_with_a_dash_is_refused(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """A path is absolute (a relative one is refused at submission, ``-in`` among them), and
+    reaches the job whatever its characters."""
     from spark_jobs import land_files
 
-    op = LandFilesOperator(task_id="l", warehouse="/wh", path="-in/*.ndjson", source="s")
+    op = LandFilesOperator(task_id="l", warehouse="/wh", path="/in/-a b/*.ndjson", source="s")
     args = parsed(monkeypatch, land_files, submitted(op))
-    assert (args.path, args.source) == ("-in/*.ndjson", "s")
+    assert (args.path, args.source) == ("/in/-a b/*.ndjson", "s")
+    op = LandFilesOperator(task_id="l", warehouse="/wh", path="-in/*.ndjson", source="s")
+    with pytest.raises(ValueError, match="path must be an absolute path or a URI"):
+        submitted(op)
 
 
 def test_the_apply_and_maintenance_jobs_read_their_arguments_unchanged(

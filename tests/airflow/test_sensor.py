@@ -20,9 +20,9 @@ def _write_state(warehouse: Path, resolved: str | None) -> str:
     return path
 
 
-def _sensor(warehouse: Path, target: str) -> ResolvedTimestampSensor:
+def _sensor(warehouse: Path, target: str, wait_for: str = "resolved") -> ResolvedTimestampSensor:
     return ResolvedTimestampSensor(
-        task_id="wait", warehouse=str(warehouse), source="dsql", target=target
+        task_id="wait", warehouse=str(warehouse), source="dsql", target=target, wait_for=wait_for
     )
 
 
@@ -82,14 +82,7 @@ def test_a_state_file_that_cannot_be_read_now_means_wait(
     path = Path(mode(str(tmp_path), "dsql"))
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
-    sensor = ResolvedTimestampSensor(
-        task_id="wait",
-        warehouse=str(tmp_path),
-        source="dsql",
-        target="2026-01-01T01:00:00+00:00",
-        wait_for=wait_for,
-    )
-    assert sensor.poke({}) is False
+    assert _sensor(tmp_path, "2026-01-01T01:00:00+00:00", wait_for).poke({}) is False
     trigger = ResolvedTimestampTrigger(
         str(path), "2026-01-01T01:00:00+00:00", poll_interval=0.05, published_cut=wait_for == "cut"
     )
@@ -190,9 +183,7 @@ def _publish(warehouse: Path, cut_at: str) -> str:
 
 
 def _cut_sensor(warehouse: Path, target: str) -> ResolvedTimestampSensor:
-    return ResolvedTimestampSensor(
-        task_id="wait", warehouse=str(warehouse), source="dsql", target=target, wait_for="cut"
-    )
+    return _sensor(warehouse, target, "cut")
 
 
 def test_waiting_for_a_published_cut_hands_the_cut_downstream(tmp_path: Path) -> None:
