@@ -174,9 +174,9 @@ class _FileMemory:
 
     ``legacy`` is the file a trigger with a ``start`` remembered in before the file was
     named after it: recalled while the trigger's own file does not exist yet, if it records
-    no ``start`` (written before the rename, by this trigger or a shared one: an upgrade
-    fires nothing twice), never when another watcher wrote it since (it records its own
-    ``start``)."""
+    no ``start`` (written before the rename, by this trigger or a shared one), and moved
+    into the trigger's own file at once, so that an upgrade fires nothing twice. A record
+    another watcher wrote since (it records its own ``start``) is never taken."""
 
     def __init__(
         self, path: str, source: str, start: str | None, legacy: str | None = None
@@ -195,9 +195,15 @@ class _FileMemory:
             return None
         text = await asyncio.to_thread(_read_text, self.legacy)
         value = None if text is None else json.loads(text)
-        if isinstance(value, dict) and "start" not in value:
-            return _remembered_boundary(value)
-        return None
+        if not isinstance(value, dict) or "start" in value:
+            return None
+        boundary = _remembered_boundary(value)
+        if boundary is not None:
+            # Moved into the trigger's own file at once: a watcher without start may
+            # rewrite the common one (with its own start) before this one fires again.
+            resolved = _utc(value.get("resolved_ts") or boundary, "resolved_ts")
+            await self.record(boundary, resolved)
+        return boundary
 
     async def record(self, boundary: dt.datetime, resolved: dt.datetime) -> None:
         value = {**_memory_value(self.source, boundary, resolved), "start": self.start}

@@ -378,16 +378,25 @@ def test_a_trigger_with_start_keeps_what_it_remembered_before_its_file_was_named
     """Before the file memory was named after ``start``, a trigger with one remembered in
     the source's common file (a record without ``start``): it resumes from it, firing no
     boundary twice, and remembers in its own file from then on."""
-    _land(tmp_path, "2026-01-01T03:10:00+00:00")
+    _land(tmp_path, "2026-01-01T02:30:00+00:00")
     shared = Path(boundary_memory_path(str(tmp_path), SOURCE, "resolved", 3600))
     shared.parent.mkdir(parents=True, exist_ok=True)
-    written_before = {"source": SOURCE, "boundary": "2026-01-01T02:00:00+00:00", "resolved_ts": "x"}
+    written_before = {
+        "source": SOURCE,
+        "boundary": "2026-01-01T02:00:00+00:00",
+        "resolved_ts": "2026-01-01T02:10:00+00:00",
+    }
     shared.write_text(json.dumps(written_before))
     upgraded = _trigger(tmp_path, start="2026-01-01T00:00:00+00:00")
-    assert _boundaries(asyncio.run(_run_once(upgraded, reads, 1))) == ["03:00"]
+    assert _boundaries(asyncio.run(_run_once(upgraded, reads, 0))) == []
+    # Moved into its own file at once: a watcher without start that rewrites the common
+    # file before this one fires again changes nothing for it.
     own = Path(boundary_memory_path(str(tmp_path), SOURCE, "resolved", 3600, upgraded.start))
+    assert json.loads(own.read_text())["boundary"] == "2026-01-01T02:00:00+00:00"
+    shared.write_text(json.dumps({**written_before, "start": None}))
+    change = lambda: _land(tmp_path, "2026-01-01T03:10:00+00:00")  # noqa: E731
+    assert _boundaries(asyncio.run(_run_once(upgraded, reads, 1, change))) == ["03:00"]
     assert json.loads(own.read_text())["boundary"] == "2026-01-01T03:00:00+00:00"
-    assert json.loads(shared.read_text()) == written_before
 
 
 def test_a_missing_or_unreadable_state_file_means_wait(tmp_path: Path, reads: _Reads) -> None:
