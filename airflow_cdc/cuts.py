@@ -100,7 +100,7 @@ def read_published(path: str) -> PublishedCut:
             return parse_published(handle.read())
     except FileNotFoundError as err:
         raise ResolvedTimestampUnavailable(f"no cut has been published at {path!r} yet") from err
-    except (*UNREADABLE, TypeError) as err:
+    except UNREADABLE as err:
         raise StateUnreadable(f"cannot read the published cut at {path!r} now: {err!r}") from err
 
 

@@ -44,8 +44,6 @@ MIN_VACUUM_RETENTION_HOURS = 168.0
 # Kafka client settings (security protocol, SASL...) reach a landing job's driver in this
 # environment variable, never on a command line; the job's readers carry them to executors.
 KAFKA_CONFIG_ENV = "AIRFLOW_CDC_KAFKA_CONFIG"
-# The warehouse directory of the jobs' bookkeeping (no declared schema may be named so).
-BOOKKEEPING = BOOKKEEPING_SCHEMA
 # Maintenance's retentions by default (spark_jobs.maintain, airflow_cdc.settings).
 TOMBSTONE_RETENTION_SECONDS = 86400.0
 RAW_RETENTION_SECONDS = 7 * 86400.0
@@ -130,7 +128,7 @@ def table_location(warehouse: str, table: TableRef) -> str:
 def bookkeeping_location(warehouse: str, *parts: str) -> str:
     """Where the jobs keep their bookkeeping (tables ``raw``, ``ledger``..., state files):
     ``<warehouse>/_cdc/<parts>``."""
-    return "/".join([warehouse.rstrip("/"), BOOKKEEPING, *parts])
+    return "/".join([warehouse.rstrip("/"), BOOKKEEPING_SCHEMA, *parts])
 
 
 def resolved_state_path(warehouse: str, source: str) -> str:

@@ -469,24 +469,8 @@ def versions(ctx: JobContext, specs: list[TableSpec]) -> tuple[dict[str, int], d
     return numbers, locations
 
 
-def _pointer(
-    source: str,
-    at: dt.datetime,
-    start: dt.datetime | None,
-    end: dt.datetime,
-    heuristic: bool,
-) -> dict[str, Any]:
-    return {
-        "source": source,
-        "cut_at": _iso(at),
-        "interval_start": _iso(start),
-        "interval_end": _iso(end),
-        "heuristic": heuristic,
-    }
-
-
-def _tables(numbers: dict[str, int], locations: dict[str, str]) -> dict[str, dict[str, Any]]:
-    return {t: {"location": locations[t], "version": v} for t, v in sorted(numbers.items())}
+# The times a published cut names, in its pointer file's order.
+TIMES = ("cut_at", "interval_start", "interval_end")
 
 
 def publish(ctx: JobContext, source: str, cut: Cut, specs: list[TableSpec]) -> dict[str, Any]:
@@ -505,7 +489,7 @@ def publish(ctx: JobContext, source: str, cut: Cut, specs: list[TableSpec]) -> d
                 (F.col("source") == source) & (F.col("cut_at") == F.lit(cut.at).cast("timestamp"))
             )
             .select(
-                *(F.unix_micros(c).alias(c) for c in ("cut_at", "interval_start", "interval_end")),
+                *(F.unix_micros(c).alias(c) for c in TIMES),
                 "heuristic",
                 "tables",
                 "locations",
@@ -533,16 +517,20 @@ def publish(ctx: JobContext, source: str, cut: Cut, specs: list[TableSpec]) -> d
             .partitionBy("source")
             .save(path)
         )
-        published = _pointer(source, cut.at, cut.interval_start, cut.interval_end, cut.heuristic)
-        published.update(tables=_tables(numbers, locations), batch_id=ctx.batch_id)
+        times: tuple[dt.datetime | None, ...] = (cut.at, cut.interval_start, cut.interval_end)
+        heuristic, batch_id = cut.heuristic, ctx.batch_id
     else:
         # A re-run after the publish, or a later run whose cut has not moved: the cut as it
         # was published, with the interval and batch it was published for.
-        times = [from_micros(known[c]) for c in ("cut_at", "interval_start", "interval_end")]
-        at, start, end = times
-        assert at is not None and end is not None
-        published = _pointer(source, at, start, end, known["heuristic"])
-        tables = _tables(dict(known["tables"]), dict(known["locations"]))
-        published.update(tables=tables, batch_id=known["batch_id"])
+        times = tuple(from_micros(known[c]) for c in TIMES)
+        heuristic, batch_id = known["heuristic"], known["batch_id"]
+        numbers, locations = dict(known["tables"]), dict(known["locations"])
+    published = {
+        "source": source,
+        **{name: _iso(time) for name, time in zip(TIMES, times, strict=True)},
+        "heuristic": heuristic,
+        "tables": {t: {"location": locations[t], "version": v} for t, v in sorted(numbers.items())},
+        "batch_id": batch_id,
+    }
     write_text(ctx, published_cut_path(ctx.warehouse.root, source), json.dumps(published, indent=2))
     return published

@@ -41,10 +41,15 @@ def write_file(spark: SparkSession, path: str, text: str) -> None:
     fs.rename(partial, target)
 
 
+def exists(ctx: JobContext, path: str) -> bool:
+    """Whether a file or directory is at ``path`` (any Hadoop file system)."""
+    target, fs = hadoop_path(ctx, path)
+    return bool(fs.exists(target))
+
+
 def read_text(ctx: JobContext, path: str) -> str | None:
     """A small file's text, or ``None`` if it does not exist."""
-    target, fs = hadoop_path(ctx, path)
-    if not fs.exists(target):
+    if not exists(ctx, path):
         return None
     return "\n".join(r[0] for r in ctx.spark.read.text(path).collect())
 

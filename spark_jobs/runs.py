@@ -11,7 +11,7 @@ from pyspark.sql import SparkSession
 from airflow_cdc.core.exceptions import CdcError
 from airflow_cdc.storage import configure_object_storage
 from spark_jobs.delta_tables import partition_columns
-from spark_jobs.files import hadoop_path, write_file
+from spark_jobs.files import exists, write_file
 from spark_jobs.session import fit_to_size, get_session, set_commit_metadata
 from spark_jobs.warehouse import JobContext, Warehouse
 
@@ -52,7 +52,7 @@ def check_layout(ctx: JobContext) -> None:
             wh.path("_cdc", "staged"),
             wh.path("_cdc", "fragments"),
         )
-        if _exists(ctx, p)
+        if exists(ctx, p)
     ]
     raw_partitions = partition_columns(ctx.spark, wh.raw)
     if old or (raw_partitions and raw_partitions != ["source", "batch_id"]):
@@ -63,11 +63,6 @@ def check_layout(ctx: JobContext) -> None:
             " and batch. Migration step: point the DAG at a new warehouse and land the sources"
             " again from their retention (the 1.x target tables stay readable where they are)."
         )
-
-
-def _exists(ctx: JobContext, path: str) -> bool:
-    target, fs = hadoop_path(ctx, path)
-    return bool(fs.exists(target))
 
 
 def application(spark: SparkSession) -> dict[str, str]:

@@ -4,12 +4,20 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from typing import Any
 
 from airflow_cdc.core.exceptions import ResolvedTimestampUnavailable, StateUnreadable
 
 # What reading a state file that exists can raise while it is being replaced, is
-# half-written or its store is unreachable: an I/O error, bad JSON or text, a missing field.
-UNREADABLE = (OSError, ValueError, KeyError)
+# half-written or its store is unreachable: an I/O error, bad JSON or text, a missing or
+# mistyped field.
+UNREADABLE = (OSError, ValueError, KeyError, TypeError)
+
+
+def log_waiting(log: Any, err: Exception) -> None:
+    """Log why a sensor or trigger waits: a warning when the state exists but cannot be read
+    (:class:`~airflow_cdc.core.exceptions.StateUnreadable`), else as information (none yet)."""
+    (log.warning if isinstance(err, StateUnreadable) else log.info)("waiting: %s", err)
 
 
 def parse_state(text: str) -> dt.datetime:
@@ -22,8 +30,6 @@ def parse_state(text: str) -> dt.datetime:
         raise ResolvedTimestampUnavailable(
             f"source {state.get('source')!r} has shards never read yet; no resolved timestamp"
         )
-    if not isinstance(value, str):
-        raise ValueError(f"resolved_ts is an ISO 8601 text, not {value!r}")
     parsed = dt.datetime.fromisoformat(value)
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
 

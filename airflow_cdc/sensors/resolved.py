@@ -9,8 +9,8 @@ from typing import Any
 
 from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
 
-from airflow_cdc.core.exceptions import ResolvedTimestampUnavailable, StateUnreadable
-from airflow_cdc.core.resolved_state import read_state
+from airflow_cdc.core.exceptions import ResolvedTimestampUnavailable
+from airflow_cdc.core.resolved_state import log_waiting, read_state
 from airflow_cdc.cuts import cut_for, cut_history_location, published_cut
 from airflow_cdc.jobs import check_time, published_cut_path, resolved_state_path
 from airflow_cdc.triggers.resolved import ResolvedTimestampTrigger
@@ -83,11 +83,8 @@ class ResolvedTimestampSensor(BaseSensorOperator):
             if self.wait_for == "cut":
                 return self._poke_cut(target)
             resolved = read_state(resolved_state_path(self.warehouse, self.source))
-        except StateUnreadable as err:
-            self.log.warning("waiting: %s", err)
-            return False
         except ResolvedTimestampUnavailable as err:
-            self.log.info("waiting: %s", err)
+            log_waiting(self.log, err)
             return False
         self.log.info(
             "resolved timestamp of %s is %s; waiting for %s", self.source, resolved, target

@@ -28,12 +28,8 @@ from typing import Any, Protocol
 from airflow.sdk.exceptions import AirflowRuntimeError
 from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 
-from airflow_cdc.core.exceptions import (
-    CutHistoryUnavailable,
-    ResolvedTimestampUnavailable,
-    StateUnreadable,
-)
-from airflow_cdc.core.resolved_state import read_state
+from airflow_cdc.core.exceptions import CutHistoryUnavailable, ResolvedTimestampUnavailable
+from airflow_cdc.core.resolved_state import log_waiting, read_state
 from airflow_cdc.cuts import PublishedCut, cut_for, cut_history_location, read_published
 from airflow_cdc.jobs import (
     bookkeeping_location,
@@ -376,10 +372,8 @@ class ResolvedBoundaryTrigger(BaseEventTrigger):
                 cut = await asyncio.to_thread(read_published, self.state_path)
                 return _Reading(cut.at, cut)
             return _Reading(await asyncio.to_thread(read_state, self.state_path))
-        except StateUnreadable as err:
-            self.log.warning("waiting: %s", err)
         except ResolvedTimestampUnavailable as err:
-            self.log.info("waiting: %s", err)
+            log_waiting(self.log, err)
         return None
 
     def _passed(self, remembered: dt.datetime | None, resolved: dt.datetime) -> int:

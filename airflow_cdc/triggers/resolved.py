@@ -9,8 +9,8 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from airflow_cdc.core.exceptions import ResolvedTimestampUnavailable, StateUnreadable
-from airflow_cdc.core.resolved_state import read_state
+from airflow_cdc.core.exceptions import ResolvedTimestampUnavailable
+from airflow_cdc.core.resolved_state import log_waiting, read_state
 from airflow_cdc.cuts import cut_for, read_published
 
 
@@ -61,10 +61,8 @@ class ResolvedTimestampTrigger(BaseTrigger):
         while True:
             try:
                 event = await self._event(target)
-            except StateUnreadable as err:
-                self.log.warning("waiting: %s", err)
             except ResolvedTimestampUnavailable as err:
-                self.log.info("waiting: %s", err)
+                log_waiting(self.log, err)
             else:
                 if event is not None:
                     yield TriggerEvent(event)
