@@ -72,7 +72,7 @@ from spark_jobs.warehouse import RECORD, JobContext
 
 log = logging.getLogger("airflow_cdc.jobs")
 JOB_NAME = "apply_changes"
-JOB_VERSION = "2.8.28"
+JOB_VERSION = "2.8.29"
 
 
 @dataclass(frozen=True)
@@ -453,7 +453,7 @@ def hold_changes(
     if holding.before is not None:
         fresh = held.join(holding.before.select("record_id"), "record_id", "left_anti")
     outcomes.status(cutting.hold_statuses(fresh, cut))
-    holding.rows = cutting.to_held(held, union_all(payloads), source, now)
+    holding.rows = cutting.to_held(held, union_all(payloads), source, now, holding.before)
     if not cut.forward and cut is not cutting.NO_CUT:
         if cut.blocked_by:
             why = f"earlier batches {list(cut.blocked_by)} have undecided records"
@@ -481,7 +481,7 @@ def follow_transactions(
     transaction, and the END events settled (:mod:`spark_jobs.transactions`)."""
     tracking = holding.tracking
     assert tracking is not None
-    summary = transactions.assess(changes, tracking.open_ends, tracking.specs)
+    summary = transactions.assess(changes, tracking.open_ends, tracking.specs, holding.before)
     changes = transactions.stamp(changes, summary).localCheckpoint()
     cut = holding.cut
     if cut is not cutting.NO_CUT:

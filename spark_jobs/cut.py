@@ -332,9 +332,21 @@ def held_payloads(held: DataFrame) -> DataFrame:
     return held.select(F.explode("payloads").alias("p")).select("p.record_id", "p.payload")
 
 
-def to_held(changes: DataFrame, payloads: DataFrame, source: str, now: dt.datetime) -> DataFrame:
+def to_held(
+    changes: DataFrame,
+    payloads: DataFrame,
+    source: str,
+    now: dt.datetime,
+    before: DataFrame | None = None,
+) -> DataFrame:
     """Changes (change shape) as held rows: images as JSON text, each member's raw payload
-    from ``payloads`` (``record_id``, ``payload``)."""
+    from ``payloads`` (``record_id``, ``payload``), and ``held_at``, when the change was first
+    held: ``now``, or its time in the held rows carried in (``before``)."""
+    held_at = F.lit(now).cast("timestamp")
+    if before is not None:
+        since = before.groupBy("record_id").agg(F.min("held_at").alias("_held_since"))
+        changes = changes.join(since, "record_id", "left")
+        held_at = F.coalesce("_held_since", held_at)
     member_payloads = (
         changes.select("record_id", F.explode("members").alias("m"))
         .join(
@@ -356,7 +368,7 @@ def to_held(changes: DataFrame, payloads: DataFrame, source: str, now: dt.dateti
         ],
         "members",
         F.coalesce("payloads", F.array().cast(PAYLOADS)).alias("payloads"),
-        F.lit(now).cast("timestamp").alias("held_at"),
+        held_at.alias("held_at"),
         F.lit(source).alias("source"),
     )
 

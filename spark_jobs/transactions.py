@@ -17,9 +17,10 @@ events per data collection. Landed from the same source as the table topics
   transaction: every transaction committed before the published cut is in it, whole. An
   incomplete transaction's changes wait with the held changes; the cut waits for it, unless
   it lies below the published cut with no ``END`` carried (a redelivered event of a
-  transaction applied whole, or one whose ``END`` expired: its changes are late), or its ``END``
-  has waited for ``--max-pending-wall-seconds`` for an event that never came (quarantined
-  when it landed, say): then it is applied as far as it arrived.
+  transaction applied whole, or one whose ``END`` expired: its changes are late), or it has
+  waited for ``--max-pending-wall-seconds``: its ``END`` for an event that never came
+  (quarantined when it landed, say), or its held changes for an ``END`` that never came
+  (quarantined, or lost by the source). Then it is applied as far as it arrived.
 
 The ``END`` events are open state (``_cdc/transactions``, partitioned by source, rewritten
 once per run), each ``pending`` in the ledger until the run that applies its transaction
@@ -102,10 +103,16 @@ def _names(spec: TableSpec) -> Column:
     return (collection == qualified) | collection.endswith(f".{qualified}")
 
 
-def assess(changes: DataFrame, open_ends: DataFrame, specs: list[TableSpec]) -> DataFrame:
+def assess(
+    changes: DataFrame,
+    open_ends: DataFrame,
+    specs: list[TableSpec],
+    held: DataFrame | None = None,
+) -> DataFrame:
     """Per transaction that ``changes`` or ``open_ends`` name: ``txn_id``, ``commit_ts`` (the
-    newest of its known changes' times; null when none is known), ``complete`` and
-    ``carried_at`` (since when its ``END`` is carried; null without one)."""
+    newest of its known changes' times; null when none is known), ``complete``, ``carried_at``
+    (since when its ``END`` is carried; null without one) and ``held_since`` (since when a
+    change of it is held, from the held rows carried in, ``held``; null when none is)."""
     only_table = len(specs) == 1
     belongs = [resolve.belongs(spec, only_table) for spec in specs]
     event = F.coalesce(
@@ -157,19 +164,23 @@ def assess(changes: DataFrame, open_ends: DataFrame, specs: list[TableSpec]) -> 
         .withColumn("_short", F.lit(True))
     )
     times = known.groupBy("txn_id").agg(F.max("commit_ts").alias("commit_ts"))
-    return (
-        times.join(carried, "txn_id", "full")
-        .join(short, "txn_id", "left")
-        .select(
-            "txn_id",
-            "commit_ts",
-            (F.col("carried_at").isNotNull() & ~F.coalesce("_short", F.lit(False))).alias(
-                "complete"
-            ),
-            "carried_at",
+    summary = times.join(carried, "txn_id", "full").join(short, "txn_id", "left")
+    held_since = F.lit(None).cast("timestamp")
+    if held is not None and "txn" in held.columns:  # held by apply_changes 2.4.0 and later
+        since = (
+            held.where(F.col("txn").isNotNull())
+            .groupBy(F.col("txn.id").alias("txn_id"))
+            .agg(F.min("held_at").alias("_held_since"))
         )
-        .localCheckpoint()
-    )
+        summary = summary.join(since, "txn_id", "left")
+        held_since = F.col("_held_since")
+    return summary.select(
+        "txn_id",
+        "commit_ts",
+        (F.col("carried_at").isNotNull() & ~F.coalesce("_short", F.lit(False))).alias("complete"),
+        "carried_at",
+        held_since.alias("held_since"),
+    ).localCheckpoint()
 
 
 def stamp(changes: DataFrame, summary: DataFrame) -> DataFrame:
@@ -185,11 +196,15 @@ def stamp(changes: DataFrame, summary: DataFrame) -> DataFrame:
 
 
 def given_up(expire_before: dt.datetime) -> Column:
-    """Whether an incomplete transaction is no longer waited for: its ``END`` has been
-    carried since before ``expire_before``, and an event it counts never came (quarantined
-    when it landed, say)."""
-    carried = F.col("carried_at") < F.lit(expire_before).cast("timestamp")
-    return F.coalesce(~F.col("complete") & F.col("commit_ts").isNotNull() & carried, F.lit(False))
+    """Whether an incomplete transaction is no longer waited for, since before
+    ``expire_before``: its ``END`` has been carried that long, and an event it counts never
+    came (quarantined when it landed, say); or no ``END`` came while a change of it was held
+    that long (the ``END`` quarantined, or lost by the source)."""
+    expire = F.lit(expire_before).cast("timestamp")
+    waited = F.when(F.col("carried_at").isNotNull(), F.col("carried_at") < expire).otherwise(
+        F.col("held_since") < expire
+    )
+    return F.coalesce(~F.col("complete") & F.col("commit_ts").isNotNull() & waited, F.lit(False))
 
 
 def lower(cut: Cut, summary: DataFrame, expire_before: dt.datetime) -> Cut:
@@ -220,8 +235,8 @@ def lower(cut: Cut, summary: DataFrame, expire_before: dt.datetime) -> Cut:
     ]
     if abandoned:
         log.warning(
-            "not waiting any longer for incomplete transactions %s (their END came before %s;"
-            " an event they count never did): the cut passes them",
+            "not waiting any longer for incomplete transactions %s (waited since before %s for"
+            " an END, or for an event their END counts): the cut passes them",
             abandoned,
             expire_before.isoformat(),
         )

@@ -426,3 +426,49 @@ def test_a_transaction_with_an_event_quarantined_at_landing_is_given_up_after_th
     assert sorted(r["status"] for r in end.collect()) == ["control", "pending"]
     carried = spark.read.format("delta").load(f"{warehouse}/_cdc/transactions")
     assert broken.id not in {r["txn_id"] for r in carried.collect()}
+
+
+def test_a_transaction_whose_end_never_comes_is_given_up_after_its_changes_waited(
+    spark: Any, warehouse: str, tmp_path: Path
+) -> None:
+    """The END of a two-table transaction T is not a JSON object: quarantined when parsed, it
+    never arrives. The cut waits at T while T's changes are held for less than
+    ``--max-pending-wall-seconds``, however many batches come; once they have waited that
+    long, it goes on, and T is applied as far as it arrived (whole, here)."""
+    txns = bank(seed=17, hours=3)
+    hour = DAY + dt.timedelta(hours=1)
+    first = [t for t in txns if t.at < hour]
+    broken = next(t for t in first if len({c[0] for c in t.changes}) == 2)
+    messages = whole(first)
+    end = next(
+        m
+        for m in messages
+        if m["topic"] == "db.transaction"
+        and m["value"]["id"] == broken.id
+        and m["value"]["status"] == "END"
+    )
+    end["value"] = "not an event"
+    offsets: dict[str, int] = {}
+    land_hour(warehouse, tmp_path, 0, messages, offsets)
+    stats = apply(warehouse, "h0", hour)
+    assert balanced(stats)
+    assert published_at(stats) == broken.at and stats["cut"]["waiting_for"] == [broken.id]
+    assert tables_at(spark, warehouse) == state_as_of(txns, broken.at)
+
+    def hour_of(n: int) -> list[Txn]:
+        start = DAY + dt.timedelta(hours=n)
+        return [t for t in txns if start <= t.at < start + dt.timedelta(hours=1)]
+
+    land_hour(warehouse, tmp_path, 1, whole(hour_of(1)), offsets)
+    stats = apply(warehouse, "h1", hour + dt.timedelta(hours=1))
+    assert balanced(stats)
+    assert published_at(stats) == broken.at and stats["cut"]["waiting_for"] == [broken.id]
+
+    resolved = land_hour(warehouse, tmp_path, 2, whole(hour_of(2)), offsets)
+    until = hour + dt.timedelta(hours=2)
+    stats = apply(warehouse, "h2", until, "--max-pending-wall-seconds", "1")
+    assert balanced(stats)
+    assert published_at(stats) == resolved and stats["cut"]["waiting_for"] == []
+    assert tables_at(spark, warehouse) == state_as_of(txns, resolved)
+    quarantine = spark.read.format("delta").load(f"{warehouse}/_cdc/quarantine")
+    assert [r["payload"] for r in quarantine.collect()] == [json.dumps("not an event")]
