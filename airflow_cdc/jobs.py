@@ -19,7 +19,7 @@ import shutil
 import subprocess
 import sys
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -217,6 +217,38 @@ def class_archive_options(archive: str) -> str:
 def owns_class_sharing(java_options: str) -> bool:
     """Whether JVM options set class data sharing themselves (no class archive then)."""
     return any(option in java_options for option in _OWN_CDS)
+
+
+def spark_defaults_file(env: Mapping[str, str]) -> Path | None:
+    """The ``spark-defaults.conf`` that spark-submit reads in the environment ``env``: in
+    ``SPARK_CONF_DIR``, else in ``SPARK_HOME``'s ``conf``, else in the installed pyspark's
+    (where its ``spark-submit`` finds its home); ``None`` without any of them."""
+    if env.get("SPARK_CONF_DIR"):
+        return Path(env["SPARK_CONF_DIR"]) / "spark-defaults.conf"
+    home = env.get("SPARK_HOME")
+    if not home:
+        import importlib.util
+
+        spec = importlib.util.find_spec("pyspark")
+        if spec is None or spec.origin is None:
+            return None
+        home = str(Path(spec.origin).parent)
+    return Path(home) / "conf" / "spark-defaults.conf"
+
+
+def spark_defaults(env: Mapping[str, str]) -> dict[str, str]:
+    """The settings of the ``spark-defaults.conf`` that spark-submit reads in ``env``
+    (:func:`spark_defaults_file`; a Java properties file, as Spark reads it); none when
+    there is no such file."""
+    import javaproperties
+
+    path = spark_defaults_file(env)
+    if path is None or not path.is_file():
+        return {}
+    with path.open(encoding="utf-8") as file:
+        loaded: dict[str, str] = javaproperties.load(file)
+    # spark-submit keeps the ``spark.`` keys only, their values trimmed.
+    return {k.strip(): v.strip() for k, v in loaded.items() if k.strip().startswith("spark.")}
 
 
 def delta_spark_conf(

@@ -23,6 +23,14 @@ from airflow_cdc.jobs import (
 LISTS = ("spark.jars", "spark.jars.packages", "spark.sql.extensions")
 # JVM options that a user's spark_conf adds to rather than replaces.
 JVM_OPTIONS = ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions")
+# The jobs' settings that a cluster's spark-defaults.conf does not replace: without them the
+# jobs fail (another session catalog, a Kryo buffer too small for one large row) or read
+# times in another zone. An operator's spark_conf still can.
+NEEDED = (
+    "spark.sql.catalog.spark_catalog",
+    "spark.sql.session.timeZone",
+    "spark.kryoserializer.buffer.max",
+)
 
 
 @dataclass(frozen=True)
@@ -47,6 +55,31 @@ def check_version(job: str, pinned: str | None) -> str:
     return installed
 
 
+def _joined(key: str, first: str, then: str) -> str:
+    """Two settings of a :data:`LISTS` or :data:`JVM_OPTIONS` key as one, ``then`` after
+    ``first`` (a later JVM option wins; a list keeps each entry once)."""
+    if key in JVM_OPTIONS:
+        return f"{first} {then}"
+    given = [*first.split(","), *then.split(",")]
+    return ",".join(dict.fromkeys(v.strip() for v in given if v.strip()))
+
+
+def over_cluster_defaults(conf: Mapping[str, str], defaults: Mapping[str, str]) -> dict[str, str]:
+    """The jobs' ``conf`` as spark-submit should get it on a cluster whose
+    ``spark-defaults.conf`` holds ``defaults`` (a ``--conf`` replaces the file's setting):
+    lists and JVM options extend the cluster's, the :data:`NEEDED` settings are the jobs',
+    and the cluster's own setting of any other key (its driver's memory, its partition
+    counts, its UI) stays, the jobs' dropped."""
+    out: dict[str, str] = {}
+    for key, value in conf.items():
+        theirs = defaults.get(key, "")
+        if not theirs or key in NEEDED:
+            out[key] = value
+        elif key in LISTS or key in JVM_OPTIONS:
+            out[key] = _joined(key, theirs, value)
+    return out
+
+
 def job_spec(
     job: str,
     *,
@@ -61,6 +94,7 @@ def job_spec(
     spark_conf: Mapping[str, str] | None = None,
     env_vars: Mapping[str, str] | None = None,
     local_python: bool = True,
+    spark_defaults: Mapping[str, str] | None = None,
 ) -> SubmitSpec:
     """The submission of ``spark_jobs/<job>.py`` over one batch.
 
@@ -76,27 +110,28 @@ def job_spec(
         class data sharing themselves.
     :param local_python: Run Python workers with this interpreter (local masters); a cluster
         configures ``spark.pyspark.python`` itself.
+    :param spark_defaults: The settings spark-submit reads from the cluster's
+        ``spark-defaults.conf`` (:func:`airflow_cdc.jobs.spark_defaults`): the jobs' conf
+        goes over them as :func:`over_cluster_defaults` says, ``spark_conf`` over both.
     """
     check_location(warehouse, "warehouse")
     if not batch_id:
         raise ValueError(f"batch_id must be set (the data interval end), got {batch_id!r}")
     extra = dict(spark_conf or {})
-    if owns_class_sharing(extra.get("spark.driver.extraJavaOptions", "")):
+    defaults = dict(spark_defaults or {})
+    driver_options = JVM_OPTIONS[0]
+    if any(owns_class_sharing(c.get(driver_options, "")) for c in (extra, defaults)):
         class_archive = None
-    conf = delta_spark_conf(jars, class_archive)
+    conf = over_cluster_defaults(delta_spark_conf(jars, class_archive), defaults)
     if local_python:
         conf["spark.pyspark.python"] = sys.executable
         conf["spark.pyspark.driver.python"] = sys.executable
-    for key in LISTS:
+    for key in (*LISTS, *JVM_OPTIONS):
         if conf.get(key) and extra.get(key):
-            # The user's (hadoop-aws's jars, Sedona's extension) beside Delta's, not instead.
-            given = [*conf[key].split(","), *extra[key].split(",")]
-            extra[key] = ",".join(dict.fromkeys(v.strip() for v in given if v.strip()))
-    for key in JVM_OPTIONS:
-        if conf.get(key) and extra.get(key):
-            # The user's options after the jobs' (the later of two settings wins): a log4j
-            # file or an OOM hook must not drop the stack the jobs need (-Xss8m).
-            extra[key] = f"{conf[key]} {extra[key]}"
+            # The user's (hadoop-aws's jars, Sedona's extension, a log4j file) beside the
+            # jobs', after them: an -Xss of theirs wins, yet none drops the stack the jobs
+            # need (-Xss8m).
+            extra[key] = _joined(key, conf[key], extra[key])
     conf.update(extra)
     args = [
         f"--warehouse={warehouse}",

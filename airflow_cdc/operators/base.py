@@ -20,6 +20,7 @@ from airflow_cdc.jobs import (
     describe_shard,
     ensure_jars,
     library_archive,
+    spark_defaults,
 )
 from airflow_cdc.lineage import operator_lineage, spark_conf_with_parent_job
 from airflow_cdc.links import SparkApplicationLink, SparkMasterLink
@@ -131,6 +132,7 @@ class SparkJobOperator(BaseOperator):
         # runs; the directory is this run's alone and goes once read.
         stats_dir = bookkeeping_location(self.warehouse, "stats", uuid.uuid4().hex)
         fs, stats_path = fsspec.core.url_to_fs(stats_dir)  # fails before the job, not after
+        env = self.job_env()
         spec = job_spec(
             self.job,
             warehouse=self.warehouse,
@@ -147,7 +149,8 @@ class SparkJobOperator(BaseOperator):
                 parent_job_info=self.openlineage_inject_parent_job_info,
                 transport_info=self.openlineage_inject_transport_info,
             ),
-            env_vars=self.job_env(),
+            env_vars=env,
+            spark_defaults=spark_defaults({**os.environ, **env}),
         )
         self.log.info("submitting %s version %s for batch %s", self.job, version, self.batch_id)
 

@@ -829,3 +829,22 @@ def test_a_landing_told_no_target_lands_once(monkeypatch: pytest.MonkeyPatch, tm
     assert op.execute({"run_id": "r"})["landed"] == 1  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="resolved_target"):
         files_landing(tmp_path, resolved_target="soon").execute({"run_id": "r"})  # type: ignore[arg-type]
+
+
+def test_a_submission_extends_the_spark_defaults_of_its_environment(
+    monkeypatch: pytest.MonkeyPatch, tmp_path
+) -> None:
+    """The operator reads the spark-defaults.conf that its spark-submit will read
+    (``SPARK_CONF_DIR`` here) and submits the jobs' conf over it."""
+    conf_dir = tmp_path / "spark-conf"
+    conf_dir.mkdir()
+    (conf_dir / "spark-defaults.conf").write_text(
+        "spark.driver.extraJavaOptions -Dcluster.policy=kerberos\nspark.driver.memory 12g\n"
+    )
+    monkeypatch.setenv("SPARK_CONF_DIR", str(conf_dir))
+    specs = fake_submit(monkeypatch, lambda op, spec: {"job": "land_files", "landed": 1})
+    files_landing(tmp_path, resolved_target=None).execute({"run_id": "r"})  # type: ignore[arg-type]
+    (spec,) = specs
+    options = spec.conf["spark.driver.extraJavaOptions"].split()
+    assert options[:3] == ["-Dcluster.policy=kerberos", "-XX:+UseParallelGC", "-Xss8m"]
+    assert "spark.driver.memory" not in spec.conf  # the cluster's 12g, which spark-submit reads

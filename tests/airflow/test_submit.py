@@ -27,6 +27,8 @@ from airflow_cdc.jobs import (
     record_class_archive,
     resolved_jars,
     resolved_state_path,
+    spark_defaults,
+    spark_defaults_file,
     write_jars_manifest,
 )
 from airflow_cdc.submit import SubmitSpec, check_version, job_spec
@@ -109,9 +111,13 @@ def test_resolved_jars_need_every_file(tmp_path, monkeypatch) -> None:
     assert resolved_jars() is None
 
 
-def maintain_spec(spark_conf: dict[str, str], class_archive: str | None = None) -> SubmitSpec:
+def maintain_spec(
+    spark_conf: dict[str, str],
+    class_archive: str | None = None,
+    defaults: dict[str, str] | None = None,
+) -> SubmitSpec:
     """The maintain job's submission with Delta's jar resolved, ``spark_conf`` and
-    ``class_archive``."""
+    ``class_archive``, on a cluster whose spark-defaults.conf holds ``defaults``."""
     return job_spec(
         "maintain",
         warehouse="/wh",
@@ -122,6 +128,91 @@ def maintain_spec(spark_conf: dict[str, str], class_archive: str | None = None) 
         jars=["/cache/delta.jar"],
         class_archive=class_archive,
         spark_conf=spark_conf,
+        spark_defaults=defaults,
+    )
+
+
+def test_the_jobs_conf_extends_the_clusters_spark_defaults() -> None:
+    """A --conf replaces what spark-defaults.conf sets for the key: the cluster's JVM options
+    and jars stay beside the jobs', its tuning stays instead of the jobs', and what the jobs
+    cannot run without is the jobs'."""
+    cluster = {
+        "spark.driver.extraJavaOptions": "-Djava.security.krb5.conf=/etc/krb5.conf",
+        "spark.executor.extraJavaOptions": "-Dlog4j2.configurationFile=/etc/log4j2.xml",
+        "spark.jars": "/opt/spark/extra/gcs-connector.jar",
+        "spark.sql.extensions": "org.apache.sedona.sql.SedonaSqlExtensions",
+        "spark.driver.memory": "16g",
+        "spark.sql.shuffle.partitions": "400",
+        "spark.ui.enabled": "true",
+        "spark.sql.catalog.spark_catalog": "org.apache.iceberg.spark.SparkSessionCatalog",
+        "spark.sql.session.timeZone": "Europe/Paris",
+        "spark.kryoserializer.buffer.max": "64m",
+    }
+    conf = maintain_spec({}, defaults=cluster).conf
+    ours = maintain_spec({}).conf
+    assert conf["spark.driver.extraJavaOptions"] == (
+        "-Djava.security.krb5.conf=/etc/krb5.conf -XX:+UseParallelGC -Xss8m"
+    )
+    assert conf["spark.executor.extraJavaOptions"] == (
+        "-Dlog4j2.configurationFile=/etc/log4j2.xml -XX:+UseParallelGC -Xss8m"
+    )
+    assert conf["spark.jars"] == "/opt/spark/extra/gcs-connector.jar,/cache/delta.jar"
+    assert conf["spark.sql.extensions"] == (
+        "org.apache.sedona.sql.SedonaSqlExtensions,io.delta.sql.DeltaSparkSessionExtension"
+    )
+    for key in ("spark.driver.memory", "spark.sql.shuffle.partitions", "spark.ui.enabled"):
+        assert key in ours and key not in conf  # spark-submit takes the cluster's
+    for key in (
+        "spark.sql.catalog.spark_catalog",
+        "spark.sql.session.timeZone",
+        "spark.kryoserializer.buffer.max",
+    ):
+        assert conf[key] == ours[key] != cluster[key]
+    # Keys the cluster does not set are the jobs', and an operator's spark_conf goes last.
+    assert conf["spark.serializer"] == ours["spark.serializer"]
+    mine = maintain_spec({"spark.driver.extraJavaOptions": "-Xss16m"}, defaults=cluster).conf
+    assert mine["spark.driver.extraJavaOptions"] == (
+        "-Djava.security.krb5.conf=/etc/krb5.conf -XX:+UseParallelGC -Xss8m -Xss16m"
+    )
+
+
+def test_a_clusters_own_class_sharing_gets_no_class_archive(tmp_path) -> None:
+    archive = str(tmp_path / "spark-classes.jsa")
+    cluster = {"spark.driver.extraJavaOptions": "-XX:SharedArchiveFile=/opt/app.jsa"}
+    conf = maintain_spec({}, class_archive=archive, defaults=cluster).conf
+    assert conf["spark.driver.extraJavaOptions"] == (
+        "-XX:SharedArchiveFile=/opt/app.jsa -XX:+UseParallelGC -Xss8m"
+    )
+
+
+def test_spark_defaults_are_read_where_spark_submit_reads_them(tmp_path) -> None:
+    conf_dir, home = tmp_path / "conf", tmp_path / "spark"
+    conf_dir.mkdir()
+    (home / "conf").mkdir(parents=True)
+    (conf_dir / "spark-defaults.conf").write_text(
+        "# the cluster's\n"
+        "spark.driver.memory     8g\n"
+        "spark.driver.extraJavaOptions=-Da=1 \\\n"
+        "    -Db=2\n"
+        "! not a setting\n"
+        "spark.sql.shuffle.partitions : 64  \n"
+        "hadoop.not.spark x\n",
+        encoding="utf-8",
+    )
+    (home / "conf" / "spark-defaults.conf").write_text("spark.ui.enabled true\n")
+    both = {"SPARK_CONF_DIR": str(conf_dir), "SPARK_HOME": str(home)}
+    assert spark_defaults(both) == {
+        "spark.driver.memory": "8g",
+        "spark.driver.extraJavaOptions": "-Da=1 -Db=2",
+        "spark.sql.shuffle.partitions": "64",
+    }
+    assert spark_defaults({"SPARK_HOME": str(home)}) == {"spark.ui.enabled": "true"}
+    assert spark_defaults({"SPARK_CONF_DIR": str(tmp_path / "none")}) == {}
+    # Without either, pyspark's own spark-submit finds its home in the installed package.
+    import pyspark
+
+    assert spark_defaults_file({}) == Path(pyspark.__file__).parent / "conf" / (
+        "spark-defaults.conf"
     )
 
 
@@ -331,6 +422,36 @@ def test_resolved_state_path() -> None:
 
 @pytest.mark.slow
 @pytest.mark.spark
+def submitted(
+    spec: SubmitSpec, probes: dict[str, str], cwd: Path, env: dict[str, str] | None = None
+) -> dict[str, str]:
+    """What a job's session under a real spark-submit of ``spec`` (local master, environment
+    ``env`` over this one's) says: each of ``probes``, a Python expression over the session
+    ``spark``, by name."""
+    script = cwd / "job.py"
+    script.write_text(
+        "from spark_jobs.session import get_session\n"
+        "spark = get_session('probe')\n"
+        + "".join(f"print({name!r} + '=' + str({probe}))\n" for name, probe in probes.items())
+    )
+    submit = Path(sys.executable).parent / "spark-submit"
+    args = [str(submit), "--master", "local[1]"]
+    for key, value in spec.conf.items():
+        args += ["--conf", f"{key}={value}"]
+    args += ["--py-files", spec.py_files[0], str(script)]
+    done = subprocess.run(
+        args,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=cwd,
+        env={**os.environ, **(env or {})},
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = [line.split("=", 1) for line in done.stdout.splitlines() if "=" in line]
+    return {name: value for name, value in lines if name in probes}
+
+
 def test_the_submitted_conf_wins_over_the_jobs_defaults(tmp_path) -> None:
     """A job's session under spark-submit keeps what the submit says (a user's jars beside
     Delta's, a user's setting that the jobs' Delta conf also sets), and takes the rest."""
@@ -347,31 +468,72 @@ def test_the_submitted_conf_wins_over_the_jobs_defaults(tmp_path) -> None:
         jars=ensure_jars(),
         spark_conf={"spark.jars": str(extra_jar), "spark.sql.shuffle.partitions": "7"},
     )
-    script = tmp_path / "job.py"
-    script.write_text(
-        "from spark_jobs.session import get_session\n"
-        "conf = get_session('probe').sparkContext.getConf()\n"
-        "print('JARS=' + conf.get('spark.jars'))\n"
-        "print('PARTITIONS=' + conf.get('spark.sql.shuffle.partitions'))\n"
-        "print('EXTENSIONS=' + conf.get('spark.sql.extensions'))\n"
-    )
-    submit = Path(sys.executable).parent / "spark-submit"
-    args = [str(submit), "--master", "local[1]"]
-    for key, value in spec.conf.items():
-        args += ["--conf", f"{key}={value}"]
-    args += ["--py-files", spec.py_files[0], str(script)]
-    done = subprocess.run(args, capture_output=True, text=True, timeout=300, cwd=tmp_path)
-    assert done.returncode == 0, done.stderr[-2000:]
-    printed = dict(
-        line.split("=", 1)
-        for line in done.stdout.splitlines()
-        if line.startswith(("JARS=", "PA", "EX"))
+    conf = "spark.sparkContext.getConf().get"
+    printed = submitted(
+        spec,
+        {
+            "JARS": f"{conf}('spark.jars')",
+            "PARTITIONS": f"{conf}('spark.sql.shuffle.partitions')",
+            "EXTENSIONS": f"{conf}('spark.sql.extensions')",
+        },
+        tmp_path,
     )
     jars = printed["JARS"].split(",")
     assert any(j.endswith("users.jar") for j in jars)
     assert any("delta-spark" in j for j in jars)
     assert printed["PARTITIONS"] == "7"  # the jobs' conf says 16
     assert printed["EXTENSIONS"] == "io.delta.sql.DeltaSparkSessionExtension"
+
+
+def test_a_job_keeps_what_the_clusters_spark_defaults_set(tmp_path) -> None:
+    """On a cluster whose spark-defaults.conf gives the driver a JVM option and the jobs'
+    sessions their shuffle partitions and memory, a job's driver has that option beside the
+    jobs' thread stack, and the cluster's settings, not the jobs'; its session is still
+    Delta's, in UTC."""
+    conf_dir = tmp_path / "conf"
+    conf_dir.mkdir()
+    (conf_dir / "spark-defaults.conf").write_text(
+        "spark.driver.extraJavaOptions -Dcluster.policy=kerberos\n"
+        "spark.sql.shuffle.partitions 5\n"
+        "spark.driver.memory 1g\n"
+        "spark.sql.session.timeZone America/New_York\n",
+        encoding="utf-8",
+    )
+    env = {"SPARK_CONF_DIR": str(conf_dir)}
+    spec = job_spec(
+        "maintain",
+        warehouse=str(tmp_path / "wh"),
+        batch_id="b",
+        run_id="r",
+        stats_file="s",
+        library=str(library_archive()),
+        jars=ensure_jars(),
+        spark_defaults=spark_defaults(env),
+    )
+    conf = "spark.sparkContext.getConf().get"
+    jvm = "spark.sparkContext._jvm"
+    printed = submitted(
+        spec,
+        {
+            "POLICY": f"{jvm}.System.getProperty('cluster.policy')",
+            "STACK": f"'-Xss8m' in {jvm}.java.lang.management.ManagementFactory"
+            ".getRuntimeMXBean().getInputArguments().toString()",
+            "PARTITIONS": "spark.conf.get('spark.sql.shuffle.partitions')",
+            "MEMORY": f"{conf}('spark.driver.memory')",
+            "ZONE": "spark.conf.get('spark.sql.session.timeZone')",
+            "CATALOG": f"{conf}('spark.sql.catalog.spark_catalog')",
+        },
+        tmp_path,
+        env,
+    )
+    assert printed == {
+        "POLICY": "kerberos",
+        "STACK": "True",
+        "PARTITIONS": "5",
+        "MEMORY": "1g",
+        "ZONE": "UTC",
+        "CATALOG": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+    }
 
 
 def test_a_stopped_try_stops_the_job_it_submitted(tmp_path, monkeypatch) -> None:
