@@ -91,6 +91,8 @@ def event_extra(stats: dict[str, Any], table: str, source: str) -> dict[str, Any
         "batch_id": stats.get("batch_id"),
         "job_version": stats.get("job_version"),
     }
+    if stats.get("job_versions"):  # a job that ran others inside (land_and_apply)
+        extra["job_versions"] = stats["job_versions"]
     counts = (stats.get("tables") or {}).get(table.removesuffix(HISTORY_SUFFIX)) or {}
     if table.endswith(HISTORY_SUFFIX):
         extra["history"] = counts.get("history", {"versions": 0, "reclosed": 0})

@@ -55,6 +55,22 @@ def check_version(job: str, pinned: str | None) -> str:
     return installed
 
 
+def check_versions(jobs: Sequence[str], pinned: str | Mapping[str, str] | None) -> dict[str, str]:
+    """The installed version of each of ``jobs`` (the job a task submits, then the jobs it
+    runs inside); raises if one is not the version ``pinned`` gives it: a string pins the
+    first, a mapping any of them by name (naming a job the task does not run is an error)."""
+    if pinned is None or isinstance(pinned, str):
+        pins = {} if pinned is None else {jobs[0]: pinned}
+    else:
+        pins = dict(pinned)
+        unknown = sorted(set(pins) - set(jobs))
+        if unknown:
+            raise ValueError(
+                f"job_version pins {unknown}, which this task does not run (it runs {list(jobs)})"
+            )
+    return {job: check_version(job, pins.get(job)) for job in jobs}
+
+
 def _joined(key: str, first: str, then: str) -> str:
     """Two settings of a :data:`LISTS` or :data:`JVM_OPTIONS` key as one, ``then`` after
     ``first`` (a later JVM option wins; a list keeps each entry once)."""

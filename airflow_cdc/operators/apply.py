@@ -479,6 +479,10 @@ class LandAndApplyOperator(ApplyChangesOperator):
     def job_env(self) -> dict[str, str]:
         return self.land.job_env()
 
+    def jobs_run(self) -> list[str]:
+        inside = [self.land.job] if isinstance(self.land, Landing) else []
+        return [self.job, *inside, ApplyChangesOperator.job]
+
     def lineage_inputs(self) -> list[InputDataset]:
         return [*self.land.lineage_inputs(), *super().lineage_inputs()]
 

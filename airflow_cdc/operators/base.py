@@ -24,7 +24,7 @@ from airflow_cdc.jobs import (
 )
 from airflow_cdc.lineage import operator_lineage, spark_conf_with_parent_job
 from airflow_cdc.links import SparkApplicationLink, SparkMasterLink
-from airflow_cdc.submit import SubmitSpec, check_version, job_spec
+from airflow_cdc.submit import SubmitSpec, check_versions, job_spec
 
 if TYPE_CHECKING:
     from airflow.providers.openlineage.extractors import OperatorLineage
@@ -75,7 +75,9 @@ class SparkJobOperator(BaseOperator):
     :param batch_id: The batch; by default the data interval's end, so re-running an
         interval (a backfill) reprocesses the same batch.
     :param job_version: The job version this task is pinned to; the task fails if another
-        version is installed. ``None`` runs whatever is installed.
+        version is installed. ``None`` runs whatever is installed. A task that runs jobs
+        inside its job (:class:`~airflow_cdc.operators.apply.LandAndApplyOperator`) also
+        takes a mapping of job name to version, pinning any of them.
     :param spark_conn_id: Airflow Spark connection (master, deploy mode).
     :param spark_conf: Extra Spark conf for this job.
     :param openlineage_inject_parent_job_info: Pass the task's OpenLineage run to the Spark
@@ -96,7 +98,7 @@ class SparkJobOperator(BaseOperator):
         *,
         warehouse: str,
         batch_id: str = "{{ data_interval_end | ts }}",
-        job_version: str | None = None,
+        job_version: str | Mapping[str, str] | None = None,
         spark_conn_id: str = "spark_default",
         spark_conf: dict[str, str] | None = None,
         openlineage_inject_parent_job_info: bool | None = None,
@@ -121,13 +123,18 @@ class SparkJobOperator(BaseOperator):
     def job_env(self) -> dict[str, str]:
         return {}
 
+    def jobs_run(self) -> list[str]:
+        """The job this task submits, then any it runs inside it (each versioned)."""
+        return [self.job]
+
     def driver_is_here(self) -> bool:
         """Whether the job's driver runs on this machine (client deploy mode, the default),
         where the class archive is (a driver deployed to the cluster would not find it)."""
         return not cluster_deploy_mode(self.spark_conn_id, self.spark_conf)
 
     def execute(self, context: Context) -> dict[str, Any]:
-        version = check_version(self.job, self.job_version)
+        versions = check_versions(self.jobs_run(), self.job_version)
+        version = versions[self.job]
         # The job writes its counts into the warehouse, which the driver reaches wherever it
         # runs; the directory is this run's alone and goes once read.
         stats_dir = bookkeeping_location(self.warehouse, "stats", uuid.uuid4().hex)
@@ -176,6 +183,8 @@ class SparkJobOperator(BaseOperator):
         if "job" not in stats:
             raise RuntimeError(f"{self.job} ended without writing its counts: {stats}")
         stats["job_version"] = version
+        if len(versions) > 1:
+            stats["job_versions"] = versions
         self.log.info("%s counts: %s", self.job, json.dumps(stats, sort_keys=True))
         landed = stats.get("land") or stats  # a landing inside the run, or the run itself
         for shard, done in sorted((landed.get("shards") or {}).items()):

@@ -148,6 +148,12 @@ def test_an_event_carries_the_batch_the_counts_and_the_cut_version() -> None:
     }
     history = event_extra(stats, "public.b__history", "src")
     assert history["history"] == {"versions": 5, "reclosed": 1} and history["version"] == 3
+    # A run of land_and_apply names the version of each job it ran.
+    versions = {"land_and_apply": "1.0.1", "land_files": "1.2.28", "apply_changes": "2.6.0"}
+    extra = event_extra(
+        {**stats, "job_version": "1.0.1", "job_versions": versions}, "public.b", "s"
+    )
+    assert extra["job_version"] == "1.0.1" and extra["job_versions"] == versions
     # Without a cut the event names the version the MERGE committed; a table the run never
     # touched has no version and no counts.
     stats.pop("cut")

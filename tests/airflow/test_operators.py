@@ -848,3 +848,45 @@ def test_a_submission_extends_the_spark_defaults_of_its_environment(
     options = spec.conf["spark.driver.extraJavaOptions"].split()
     assert options[:3] == ["-Dcluster.policy=kerberos", "-XX:+UseParallelGC", "-Xss8m"]
     assert "spark.driver.memory" not in spec.conf  # the cluster's 12g, which spark-submit reads
+
+
+def test_land_and_apply_pins_and_reports_the_version_of_every_job_it_runs(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A version string pins the job submitted (land_and_apply), a mapping any job the run
+    runs; the counts name the version of each."""
+    from airflow_cdc.core.exceptions import JobVersionError
+    from airflow_cdc.jobs import installed_job_version
+
+    installed = {
+        job: installed_job_version(job) for job in ("land_and_apply", "land_files", "apply_changes")
+    }
+    stats = {"job": "land_and_apply", "land": {"landed": 0}, "accounting": {"landed": 0}}
+    context = {"run_id": "r", "ti": FirstTry(None)}
+    target = "2026-01-01T01:00:00+00:00"
+    land = FilesLanding(path="/in")
+    ran = land_and_apply_run(
+        monkeypatch, tmp_path, stats, land=land, resolved_target=target, job_version=installed
+    ).execute(context)  # type: ignore[arg-type]
+    assert ran["job_version"] == installed["land_and_apply"]
+    assert ran["job_versions"] == installed
+    wrapper = {"job_version": installed["land_and_apply"]}
+    op = land_and_apply_run(
+        monkeypatch, tmp_path, stats, land=land, resolved_target=target, **wrapper
+    )
+    assert op.execute(context)["job_versions"] == installed  # type: ignore[arg-type]
+    for pinned, error, match in (
+        (
+            {"apply_changes": "0.0.1"},
+            JobVersionError,
+            "'apply_changes' is pinned to version '0.0.1'",
+        ),
+        ({"land_files": "0.0.1"}, JobVersionError, "'land_files' is pinned"),
+        ("0.0.1", JobVersionError, "'land_and_apply' is pinned"),
+        ({"land_kafka": installed["land_files"]}, ValueError, r"does not run .*'land_files'"),
+    ):
+        op = land_and_apply_run(
+            monkeypatch, tmp_path, stats, land=land, resolved_target=target, job_version=pinned
+        )
+        with pytest.raises(error, match=match):
+            op.execute(context)  # type: ignore[arg-type]
