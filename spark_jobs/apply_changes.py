@@ -72,7 +72,7 @@ from spark_jobs.warehouse import RECORD, JobContext
 
 log = logging.getLogger("airflow_cdc.jobs")
 JOB_NAME = "apply_changes"
-JOB_VERSION = "2.8.29"
+JOB_VERSION = "2.8.30"
 
 
 @dataclass(frozen=True)

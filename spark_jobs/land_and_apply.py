@@ -26,7 +26,7 @@ from spark_jobs.cut import batch_resolved
 from spark_jobs.runs import start, write_stats
 
 JOB_NAME = "land_and_apply"
-JOB_VERSION = "1.0.1"
+JOB_VERSION = "1.0.2"
 
 LANDINGS: dict[str, Callable[[list[str]], dict[str, Any]]] = {
     "land_kinesis": land_kinesis.main,

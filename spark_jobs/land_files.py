@@ -74,7 +74,7 @@ from spark_jobs.times import from_micros, to_micros
 from spark_jobs.warehouse import RECORD, JobContext
 
 JOB_NAME = "land_files"
-JOB_VERSION = "1.2.28"
+JOB_VERSION = "1.2.29"
 LAYOUTS = ("kinesis", "kafka", "lines")
 LINE_WIDTH = 20
 SUFFIXES = (".ndjson", ".jsonl", ".json", ".txt", ".RESOLVED")

@@ -55,7 +55,7 @@ from spark_jobs.times import from_micros
 log = logging.getLogger("airflow_cdc.jobs")
 
 JOB_NAME = "land_kafka"
-JOB_VERSION = "1.1.14"
+JOB_VERSION = "1.1.15"
 OFFSET_WIDTH = 20
 
 

@@ -34,7 +34,7 @@ from spark_jobs.landing import (
 from spark_jobs.runs import start, write_stats
 
 JOB_NAME = "land_kinesis"
-JOB_VERSION = "1.1.5"
+JOB_VERSION = "1.1.6"
 
 
 class Credentials:

@@ -110,7 +110,7 @@ from spark_jobs.warehouse import PROGRESS, RECORD, JobContext
 log = logging.getLogger("airflow_cdc.jobs")
 
 JOB_NAME = "maintain"
-JOB_VERSION = "1.4.13"
+JOB_VERSION = "1.4.14"
 # Delta clusters by at most four columns.
 MAX_CLUSTERING_COLUMNS = 4
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from typing import Any
 
 from pyspark.sql import SparkSession
@@ -31,11 +32,36 @@ def start(job: str, version: str, args: argparse.Namespace) -> JobContext:
         batch_id=args.batch_id,
         **({"source": source} if isinstance(source, str) else {}),
     )
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+    check_file_system(args.warehouse, hadoop.get("fs.defaultFS"))
     if args.stats_file:  # the application, for the task's link, even if the run fails
         write_file(spark, args.stats_file, json.dumps(application(spark)))
     ctx = JobContext(spark, Warehouse(args.warehouse), args.batch_id, args.run_id, job, version)
     check_layout(ctx)
     return ctx
+
+
+class WarehouseLocationError(CdcError):
+    """The jobs would write the warehouse where the operators and sensors do not read it."""
+
+
+# A location that names its file system: ``s3a://lake/wh``, ``file:/wh``, ``hdfs://nn/wh``.
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+
+
+def check_file_system(warehouse: str, default_fs: str | None) -> None:
+    """Fail when ``warehouse`` is a plain path (``/wh``) and the cluster's default file system
+    (``fs.defaultFS``) is not the local one: the jobs would write it there (``hdfs://nn/wh``)
+    while the operators, sensors and triggers read ``/wh`` on their own machine."""
+    if _SCHEME.match(warehouse) or not default_fs or default_fs.lower().startswith("file:"):
+        return
+    raise WarehouseLocationError(
+        f"the warehouse {warehouse} is a plain path, and this cluster's default file system is"
+        f" {default_fs}: the jobs would write {default_fs.rstrip('/')}{warehouse}, while the"
+        f" operators and sensors read {warehouse} on their own machine. Name the file system"
+        f" in the warehouse: {default_fs.rstrip('/')}{warehouse}, or file://{warehouse} on"
+        " storage that every node and the Airflow workers mount."
+    )
 
 
 class WarehouseLayoutError(CdcError):

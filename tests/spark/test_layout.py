@@ -11,7 +11,7 @@ import pytest
 
 from cdc_demo.dsql_stream import generate, write_ndjson
 from spark_jobs import maintain
-from spark_jobs.runs import WarehouseLayoutError
+from spark_jobs.runs import WarehouseLayoutError, WarehouseLocationError, check_file_system
 from tests.spark.pipeline import DDL, land_dump, process
 
 pytestmark = pytest.mark.spark
@@ -63,3 +63,30 @@ def test_the_2x_layout_passes_the_check(spark: Any, warehouse: str, tmp_path: Pa
     land_dump(warehouse, str(tmp_path / "dump"), "b1")
     stats = process(warehouse, "b1")["apply"]
     assert stats["accounting"]["landed"] > 0 and stats["accounting"]["unprocessed"] == 0
+
+
+def test_a_plain_path_on_a_cluster_whose_file_system_is_not_local_is_refused(
+    spark: Any, warehouse: str, tmp_path: Path
+) -> None:
+    """With ``fs.defaultFS`` on HDFS, a job given ``/wh`` would write ``hdfs://nn/wh`` while
+    the operators and sensors read ``/wh`` here: every job stops before any work, naming both
+    ways to say where the warehouse is."""
+    write_ndjson(generate(10, seed=4).deliveries, str(tmp_path / "dump"), files=1)
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+    before = hadoop.get("fs.defaultFS")
+    hadoop.set("fs.defaultFS", "hdfs://nn:8020")
+    try:
+        with pytest.raises(WarehouseLocationError, match=f"hdfs://nn:8020{warehouse}, or file://"):
+            land_dump(warehouse, str(tmp_path / "dump"), "b1")
+    finally:
+        hadoop.set("fs.defaultFS", before)
+    assert not Path(warehouse, "_cdc").exists()
+    # A location that names its file system, or a local default one, passes.
+    for location, default_fs in (
+        ("hdfs://nn:8020/wh", "hdfs://nn:8020"),
+        ("file:/wh", "hdfs://nn:8020"),
+        ("s3a://lake/wh", "hdfs://nn:8020"),
+        ("/wh", "file:///"),
+        ("/wh", None),
+    ):
+        check_file_system(location, default_fs)
