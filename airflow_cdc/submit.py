@@ -6,6 +6,7 @@ An operator turns its (rendered) arguments into a :class:`SubmitSpec`; only
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -21,6 +22,9 @@ from airflow_cdc.jobs import (
 
 # Comma-separated conf values that a user's spark_conf extends rather than replaces.
 LISTS = ("spark.jars", "spark.jars.packages", "spark.sql.extensions")
+# The collector the jobs' JVM options choose (:data:`airflow_cdc.jobs.JAVA_OPTIONS`), left out
+# where the cluster's or a user's options choose another.
+JOBS_COLLECTOR = "-XX:+UseParallelGC"
 # JVM options that a user's spark_conf adds to rather than replaces.
 JVM_OPTIONS = ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions")
 # The jobs' settings that a cluster's spark-defaults.conf does not replace: without them the
@@ -78,6 +82,18 @@ def _joined(key: str, first: str, then: str) -> str:
         return f"{first} {then}"
     given = [*first.split(","), *then.split(",")]
     return ",".join(dict.fromkeys(v.strip() for v in given if v.strip()))
+
+
+# A JVM option that chooses a garbage collector: two of them stop the JVM.
+_COLLECTOR = re.compile(r"-XX:\+Use\w+GC\b")
+
+
+def _one_collector(options: str) -> str:
+    """JVM options without the jobs' collector where another option chooses one."""
+    chosen = set(_COLLECTOR.findall(options))
+    if chosen - {JOBS_COLLECTOR}:
+        options = " ".join(o for o in options.split() if o != JOBS_COLLECTOR)
+    return options
 
 
 def over_cluster_defaults(conf: Mapping[str, str], defaults: Mapping[str, str]) -> dict[str, str]:
@@ -140,15 +156,20 @@ def job_spec(
         class_archive = None
     conf = over_cluster_defaults(delta_spark_conf(jars, class_archive), defaults)
     if local_python:
-        conf["spark.pyspark.python"] = sys.executable
-        conf["spark.pyspark.driver.python"] = sys.executable
+        for key in ("spark.pyspark.python", "spark.pyspark.driver.python"):
+            if key not in defaults:  # a cluster's own interpreter stays
+                conf[key] = sys.executable
     for key in (*LISTS, *JVM_OPTIONS):
-        if conf.get(key) and extra.get(key):
+        base = conf.get(key) or defaults.get(key)
+        if base and extra.get(key):
             # The user's (hadoop-aws's jars, Sedona's extension, a log4j file) beside the
-            # jobs', after them: an -Xss of theirs wins, yet none drops the stack the jobs
-            # need (-Xss8m).
-            extra[key] = _joined(key, conf[key], extra[key])
+            # jobs' and the cluster's, after them: an -Xss of theirs wins, yet none drops
+            # the stack the jobs need (-Xss8m).
+            extra[key] = _joined(key, base, extra[key])
     conf.update(extra)
+    for key in JVM_OPTIONS:
+        if key in conf:
+            conf[key] = _one_collector(conf[key])
     args = [
         f"--warehouse={warehouse}",
         f"--batch-id={batch_id}",

@@ -773,7 +773,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         type=at_least(1.0, "seconds"),
         default=MAX_PENDING_WALL_SECONDS,
         help="wall-clock time in the open state after which an incomplete fragment set is"
-        " quarantined, however the stream moves",
+        " quarantined, however the stream moves; with --transactions, also how long a cut"
+        " waits for an incomplete transaction (its END, or an event its END counts)",
     )
     parser.add_argument(
         "--max-columns-per-record",

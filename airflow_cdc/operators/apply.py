@@ -89,7 +89,8 @@ class ApplyChangesOperator(SparkJobOperator):
         incomplete is quarantined, in seconds (> 0).
     :param max_pending_wall_seconds: Wall-clock time in the open state after which a fragment
         set that is still incomplete is quarantined however the stream moves, in seconds
-        (>= 1; default a day).
+        (>= 1; default a day). With ``transactions``, also how long a cut waits for an
+        incomplete transaction (its ``END``, or an event its ``END`` counts).
     :param max_columns_per_record: A change whose image has more columns is quarantined
         (``too_many_columns``); default 1,600, PostgreSQL's limit per table.
     :param max_added_columns: Columns the stream may add to a table beyond its DDL; a change

@@ -176,6 +176,24 @@ def test_the_jobs_conf_extends_the_clusters_spark_defaults() -> None:
     )
 
 
+def test_a_collector_chosen_by_the_cluster_or_the_user_replaces_the_jobs() -> None:
+    """Two collectors stop the JVM ("Conflicting collector combinations")."""
+    cluster = {"spark.executor.extraJavaOptions": "-XX:+UseG1GC"}
+    conf = maintain_spec({}, defaults=cluster).conf
+    assert conf["spark.executor.extraJavaOptions"] == "-XX:+UseG1GC -Xss8m"
+    assert conf["spark.driver.extraJavaOptions"] == "-XX:+UseParallelGC -Xss8m"
+    mine = maintain_spec({"spark.driver.extraJavaOptions": "-XX:+UseZGC"}).conf
+    assert mine["spark.driver.extraJavaOptions"] == "-Xss8m -XX:+UseZGC"
+
+
+def test_a_users_list_extends_the_clusters_where_the_jobs_set_none() -> None:
+    cluster = {"spark.jars.packages": "org.apache.hadoop:hadoop-aws:3.4.1"}
+    conf = maintain_spec({"spark.jars.packages": "org.apache.sedona:sedona:1.7"}, defaults=cluster)
+    assert conf.conf["spark.jars.packages"] == (
+        "org.apache.hadoop:hadoop-aws:3.4.1,org.apache.sedona:sedona:1.7"
+    )
+
+
 def test_a_clusters_own_class_sharing_gets_no_class_archive(tmp_path) -> None:
     archive = str(tmp_path / "spark-classes.jsa")
     cluster = {"spark.driver.extraJavaOptions": "-XX:SharedArchiveFile=/opt/app.jsa"}
@@ -420,8 +438,6 @@ def test_resolved_state_path() -> None:
     assert resolved_state_path("s3://b/wh/", "dsql") == "s3://b/wh/_cdc/resolved/dsql.json"
 
 
-@pytest.mark.slow
-@pytest.mark.spark
 def submitted(
     spec: SubmitSpec, probes: dict[str, str], cwd: Path, env: dict[str, str] | None = None
 ) -> dict[str, str]:
@@ -452,6 +468,8 @@ def submitted(
     return {name: value for name, value in lines if name in probes}
 
 
+@pytest.mark.slow
+@pytest.mark.spark
 def test_the_submitted_conf_wins_over_the_jobs_defaults(tmp_path) -> None:
     """A job's session under spark-submit keeps what the submit says (a user's jars beside
     Delta's, a user's setting that the jobs' Delta conf also sets), and takes the rest."""
@@ -485,6 +503,8 @@ def test_the_submitted_conf_wins_over_the_jobs_defaults(tmp_path) -> None:
     assert printed["EXTENSIONS"] == "io.delta.sql.DeltaSparkSessionExtension"
 
 
+@pytest.mark.slow
+@pytest.mark.spark
 def test_a_job_keeps_what_the_clusters_spark_defaults_set(tmp_path) -> None:
     """On a cluster whose spark-defaults.conf gives the driver a JVM option and the jobs'
     sessions their shuffle partitions and memory, a job's driver has that option beside the
