@@ -9,6 +9,7 @@ import subprocess
 import sys
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -438,6 +439,20 @@ def test_resolved_state_path() -> None:
     assert resolved_state_path("s3://b/wh/", "dsql") == "s3://b/wh/_cdc/resolved/dsql.json"
 
 
+def real_maintain_spec(tmp_path: Path, **given: Any) -> SubmitSpec:
+    """The maintain job's submission with the real library and Delta's resolved jars."""
+    return job_spec(
+        "maintain",
+        warehouse=str(tmp_path / "wh"),
+        batch_id="b",
+        run_id="r",
+        stats_file="s",
+        library=str(library_archive()),
+        jars=ensure_jars(),
+        **given,
+    )
+
+
 def submitted(
     spec: SubmitSpec, probes: dict[str, str], cwd: Path, env: dict[str, str] | None = None
 ) -> dict[str, str]:
@@ -476,15 +491,8 @@ def test_the_submitted_conf_wins_over_the_jobs_defaults(tmp_path) -> None:
     extra_jar = tmp_path / "users.jar"
     with zipfile.ZipFile(extra_jar, "w") as jar:
         jar.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\n")
-    spec = job_spec(
-        "maintain",
-        warehouse=str(tmp_path / "wh"),
-        batch_id="b",
-        run_id="r",
-        stats_file="s",
-        library=str(library_archive()),
-        jars=ensure_jars(),
-        spark_conf={"spark.jars": str(extra_jar), "spark.sql.shuffle.partitions": "7"},
+    spec = real_maintain_spec(
+        tmp_path, spark_conf={"spark.jars": str(extra_jar), "spark.sql.shuffle.partitions": "7"}
     )
     conf = "spark.sparkContext.getConf().get"
     printed = submitted(
@@ -520,16 +528,7 @@ def test_a_job_keeps_what_the_clusters_spark_defaults_set(tmp_path) -> None:
         encoding="utf-8",
     )
     env = {"SPARK_CONF_DIR": str(conf_dir)}
-    spec = job_spec(
-        "maintain",
-        warehouse=str(tmp_path / "wh"),
-        batch_id="b",
-        run_id="r",
-        stats_file="s",
-        library=str(library_archive()),
-        jars=ensure_jars(),
-        spark_defaults=spark_defaults(env),
-    )
+    spec = real_maintain_spec(tmp_path, spark_defaults=spark_defaults(env))
     conf = "spark.sparkContext.getConf().get"
     jvm = "spark.sparkContext._jvm"
     printed = submitted(
