@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 from typing import Any
 
 from pyspark.sql import SparkSession
 
 from airflow_cdc.core.exceptions import CdcError
-from airflow_cdc.storage import configure_object_storage
+from airflow_cdc.storage import configure_object_storage, scheme
 from spark_jobs.delta_tables import partition_columns
 from spark_jobs.files import exists, write_file
 from spark_jobs.session import fit_to_size, get_session, set_commit_metadata
@@ -45,21 +44,19 @@ class WarehouseLocationError(CdcError):
     """The jobs would write the warehouse where the operators and sensors do not read it."""
 
 
-# A location that names its file system: ``s3a://lake/wh``, ``file:/wh``, ``hdfs://nn/wh``.
-_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
-
-
 def check_file_system(warehouse: str, default_fs: str | None) -> None:
     """Fail when ``warehouse`` is a plain path (``/wh``) and the cluster's default file system
     (``fs.defaultFS``) is not the local one: the jobs would write it there (``hdfs://nn/wh``)
     while the operators, sensors and triggers read ``/wh`` on their own machine."""
-    if _SCHEME.match(warehouse) or not default_fs or default_fs.lower().startswith("file:"):
+    # A warehouse passed check_location: a path from the root, or a URI naming its scheme.
+    fs = (default_fs or "").rstrip("/")
+    if not warehouse.startswith("/") or scheme(fs) in ("", "file"):
         return
     raise WarehouseLocationError(
         f"the warehouse {warehouse} is a plain path, and this cluster's default file system is"
-        f" {default_fs}: the jobs would write {default_fs.rstrip('/')}{warehouse}, while the"
+        f" {default_fs}: the jobs would write {fs}{warehouse}, while the"
         f" operators and sensors read {warehouse} on their own machine. Name the file system"
-        f" in the warehouse: {default_fs.rstrip('/')}{warehouse}, or file://{warehouse} on"
+        f" in the warehouse: {fs}{warehouse}, or file://{warehouse} on"
         " storage that every node and the Airflow workers mount."
     )
 

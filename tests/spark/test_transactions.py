@@ -395,6 +395,33 @@ def test_a_redelivered_event_of_a_transaction_applied_whole_does_not_hold_the_cu
     assert tables_at(spark, warehouse) == state_as_of(txns, resolved)
 
 
+def wait_then_give_up(
+    spark: Any,
+    warehouse: str,
+    tmp_path: Path,
+    messages: list[dict[str, Any]],
+    broken: Txn,
+    arrived: list[Txn],
+) -> None:
+    """Land ``messages`` (the first hour of a two-hour bank, one message of ``broken`` spoilt)
+    and apply: the cut waits at ``broken``, the tables are ``arrived`` as of it. Then land the
+    second hour whole and apply with ``--max-pending-wall-seconds`` at 1: ``broken`` is given
+    up, the cut reaches the dump's newest message, the tables are ``arrived`` as of it."""
+    hour = DAY + dt.timedelta(hours=1)
+    offsets: dict[str, int] = {}
+    land_hour(warehouse, tmp_path, 0, messages, offsets)
+    stats = apply(warehouse, "h0", hour)
+    assert balanced(stats)
+    assert published_at(stats) == broken.at and stats["cut"]["waiting_for"] == [broken.id]
+    assert tables_at(spark, warehouse) == state_as_of(arrived, broken.at)
+    second = [t for t in arrived if hour <= t.at]
+    resolved = land_hour(warehouse, tmp_path, 1, whole(second), offsets)
+    stats = apply(warehouse, "h1", hour + dt.timedelta(hours=1), "--max-pending-wall-seconds", "1")
+    assert balanced(stats)
+    assert published_at(stats) == resolved and stats["cut"]["waiting_for"] == []
+    assert tables_at(spark, warehouse) == state_as_of(arrived, resolved)
+
+
 def test_a_transaction_with_an_event_quarantined_at_landing_is_given_up_after_the_wall_time(
     spark: Any, warehouse: str, tmp_path: Path
 ) -> None:
@@ -408,19 +435,9 @@ def test_a_transaction_with_an_event_quarantined_at_landing_is_given_up_after_th
     messages = whole(first)
     lost = next(m for m in messages if m["value"].get("transaction", {}).get("id") == broken.id)
     lost["value"] = "not an event"
-    offsets: dict[str, int] = {}
-    land_hour(warehouse, tmp_path, 0, messages, offsets)
-    stats = apply(warehouse, "h0", hour)
-    assert published_at(stats) == broken.at and stats["cut"]["waiting_for"] == [broken.id]
     # What arrived: T without the lost event (its first: events come in T's order).
     arrived = [Txn(t.id, t.at, t.lsn, t.changes[1:] if t is broken else t.changes) for t in txns]
-    assert tables_at(spark, warehouse) == state_as_of(arrived, broken.at)
-    second = [t for t in txns if hour <= t.at < hour + dt.timedelta(hours=1)]
-    resolved = land_hour(warehouse, tmp_path, 1, whole(second), offsets)
-    stats = apply(warehouse, "h1", hour + dt.timedelta(hours=1), "--max-pending-wall-seconds", "1")
-    assert balanced(stats)
-    assert published_at(stats) == resolved and stats["cut"]["waiting_for"] == []
-    assert tables_at(spark, warehouse) == state_as_of(arrived, resolved)
+    wait_then_give_up(spark, warehouse, tmp_path, messages, broken, arrived)
     ledger = spark.read.format("delta").load(f"{warehouse}/_cdc/ledger")
     end = ledger.where(ledger.reason.startswith(f"transaction END {broken.id}:"))
     assert sorted(r["status"] for r in end.collect()) == ["control", "pending"]
@@ -448,18 +465,6 @@ def test_a_transaction_whose_end_never_comes_is_given_up_after_its_changes_waite
         and m["value"]["status"] == "END"
     )
     end["value"] = "not an event"
-    offsets: dict[str, int] = {}
-    land_hour(warehouse, tmp_path, 0, messages, offsets)
-    stats = apply(warehouse, "h0", hour)
-    assert balanced(stats)
-    assert published_at(stats) == broken.at and stats["cut"]["waiting_for"] == [broken.id]
-    assert tables_at(spark, warehouse) == state_as_of(txns, broken.at)
-
-    second = [t for t in txns if hour <= t.at]
-    resolved = land_hour(warehouse, tmp_path, 1, whole(second), offsets)
-    stats = apply(warehouse, "h1", hour + dt.timedelta(hours=1), "--max-pending-wall-seconds", "1")
-    assert balanced(stats)
-    assert published_at(stats) == resolved and stats["cut"]["waiting_for"] == []
-    assert tables_at(spark, warehouse) == state_as_of(txns, resolved)
+    wait_then_give_up(spark, warehouse, tmp_path, messages, broken, txns)
     quarantine = spark.read.format("delta").load(f"{warehouse}/_cdc/quarantine")
     assert [r["payload"] for r in quarantine.collect()] == [json.dumps("not an event")]
