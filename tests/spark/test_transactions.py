@@ -468,3 +468,38 @@ def test_a_transaction_whose_end_never_comes_is_given_up_after_its_changes_waite
     wait_then_give_up(spark, warehouse, tmp_path, messages, broken, txns)
     quarantine = spark.read.format("delta").load(f"{warehouse}/_cdc/quarantine")
     assert [r["payload"] for r in quarantine.collect()] == [json.dumps("not an event")]
+
+
+def test_held_changes_keep_the_time_they_were_first_held_across_runs(
+    spark: Any, warehouse: str, tmp_path: Path
+) -> None:
+    """T's END never arrives. The first run holds T's changes; the second, an hour later and
+    under the wall time, holds them again with the next hour's changes: they keep the time
+    the first run held them (the wall time counts from there), the new ones the second's."""
+    txns = bank(seed=17, hours=2)
+    hour = DAY + dt.timedelta(hours=1)
+    first = [t for t in txns if t.at < hour]
+    broken = next(t for t in first if len({c[0] for c in t.changes}) == 2)
+    messages = [
+        m
+        for m in whole(first)
+        if not (m["topic"] == "db.transaction" and m["value"] == broken.boundary("END")["value"])
+    ]
+    offsets: dict[str, int] = {}
+
+    def held_since() -> dict[str, dt.datetime]:
+        held = spark.read.format("delta").load(f"{warehouse}/_cdc/held")
+        return {r["record_id"]: r["held_at"] for r in held.collect()}
+
+    land_hour(warehouse, tmp_path, 0, messages, offsets)
+    stats = apply(warehouse, "h0", hour)
+    assert balanced(stats) and stats["cut"]["waiting_for"] == [broken.id]
+    once = held_since()
+    assert once and len(set(once.values())) == 1
+    land_hour(warehouse, tmp_path, 1, whole([t for t in txns if hour <= t.at]), offsets)
+    stats = apply(warehouse, "h1", hour + dt.timedelta(hours=1))
+    assert balanced(stats) and stats["cut"]["waiting_for"] == [broken.id]
+    twice = held_since()
+    assert {rid: twice[rid] for rid in once} == once
+    later = {at for rid, at in twice.items() if rid not in once}
+    assert len(later) == 1 and later.pop() > next(iter(once.values()))
