@@ -27,6 +27,10 @@ LISTS = ("spark.jars", "spark.jars.packages", "spark.sql.extensions")
 JOBS_COLLECTOR = "-XX:+UseParallelGC"
 # JVM options that a user's spark_conf adds to rather than replaces.
 JVM_OPTIONS = ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions")
+# The Python files a cluster's spark-defaults.conf or a user's spark_conf ships. spark-submit's
+# ``--py-files`` (the jobs' library) replaces this setting wherever it is made, so the jobs
+# pass its files there, after the library.
+PY_FILES = "spark.submit.pyFiles"
 # The jobs' settings that a cluster's spark-defaults.conf does not replace: without them the
 # jobs fail (another session catalog, a Kryo buffer too small for one large row) or read
 # times in another zone. An operator's spark_conf still can.
@@ -76,8 +80,8 @@ def check_versions(jobs: Sequence[str], pinned: str | Mapping[str, str] | None) 
 
 
 def _joined(key: str, first: str, then: str) -> str:
-    """Two settings of a :data:`LISTS` or :data:`JVM_OPTIONS` key as one, ``then`` after
-    ``first`` (a later JVM option wins; a list keeps each entry once)."""
+    """Two settings of a :data:`JVM_OPTIONS` key or of a list (:data:`LISTS`, :data:`PY_FILES`)
+    as one, ``then`` after ``first`` (a later JVM option wins; a list keeps each entry once)."""
     if key in JVM_OPTIONS:
         return f"{first} {then}"
     given = [*first.split(","), *then.split(",")]
@@ -134,7 +138,8 @@ def job_spec(
     theirs): the job's parser would take a value of its own that starts with ``-`` (a run id
     ``-backfill``, a topic ``-orders``) for an option.
 
-    :param library: The archive of ``airflow_cdc`` and ``spark_jobs`` shipped with --py-files.
+    :param library: The archive of ``airflow_cdc`` and ``spark_jobs`` shipped with --py-files,
+        first, then the files of the cluster's and ``spark_conf``'s ``spark.submit.pyFiles``.
     :param jars: Delta's jars as local files (resolved once, at install); without them the
         submit resolves the package through Ivy.
     :param class_archive: The class archive the driver's JVM maps, if any
@@ -151,6 +156,8 @@ def job_spec(
         raise ValueError(f"batch_id must be set (the data interval end), got {batch_id!r}")
     extra = dict(spark_conf or {})
     defaults = dict(spark_defaults or {})
+    theirs = _joined(PY_FILES, defaults.get(PY_FILES, ""), extra.pop(PY_FILES, ""))
+    py_files = _joined(PY_FILES, library, theirs).split(",")
     driver_options = JVM_OPTIONS[0]
     if any(owns_class_sharing(c.get(driver_options, "")) for c in (extra, defaults)):
         class_archive = None
@@ -181,7 +188,7 @@ def job_spec(
         application=str(job_file(job)),
         application_args=args,
         conf=conf,
-        py_files=[library],
+        py_files=py_files,
         name=f"airflow-cdc-{job}",
         env_vars=dict(env_vars or {}),
     )

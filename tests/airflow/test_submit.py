@@ -195,6 +195,16 @@ def test_a_users_list_extends_the_clusters_where_the_jobs_set_none() -> None:
     )
 
 
+def test_the_python_files_the_cluster_or_the_user_ships_go_beside_the_library() -> None:
+    """spark-submit's --py-files (the library) replaces spark.submit.pyFiles wherever it is
+    set: the cluster's files and the user's go after the library, and no --conf of it."""
+    cluster = {"spark.submit.pyFiles": "hdfs:///libs/udfs.zip, l"}
+    spec = maintain_spec({"spark.submit.pyFiles": "/opt/mine.py"}, defaults=cluster)
+    assert spec.py_files == ["l", "hdfs:///libs/udfs.zip", "/opt/mine.py"]
+    assert "spark.submit.pyFiles" not in spec.conf
+    assert maintain_spec({}).py_files == ["l"]
+
+
 def test_a_clusters_own_class_sharing_gets_no_class_archive(tmp_path) -> None:
     archive = str(tmp_path / "spark-classes.jsa")
     cluster = {"spark.driver.extraJavaOptions": "-XX:SharedArchiveFile=/opt/app.jsa"}
@@ -469,7 +479,7 @@ def submitted(
     args = [str(submit), "--master", "local[1]"]
     for key, value in spec.conf.items():
         args += ["--conf", f"{key}={value}"]
-    args += ["--py-files", spec.py_files[0], str(script)]
+    args += ["--py-files", ",".join(spec.py_files), str(script)]
     done = subprocess.run(
         args,
         capture_output=True,
@@ -514,13 +524,17 @@ def test_the_submitted_conf_wins_over_the_jobs_defaults(tmp_path) -> None:
 @pytest.mark.slow
 @pytest.mark.spark
 def test_a_job_keeps_what_the_clusters_spark_defaults_set(tmp_path) -> None:
-    """On a cluster whose spark-defaults.conf gives the driver a JVM option and the jobs'
-    sessions their shuffle partitions and memory, a job's driver has that option beside the
-    jobs' thread stack, and the cluster's settings, not the jobs'; its session is still
-    Delta's, in UTC."""
+    """On a cluster whose spark-defaults.conf gives the driver a JVM option and a Python
+    module, and the jobs' sessions their shuffle partitions and memory, a job's driver has
+    that option beside the jobs' thread stack, the module beside the jobs' library, and the
+    cluster's settings, not the jobs'; its session is still Delta's, in UTC."""
     conf_dir = tmp_path / "conf"
     conf_dir.mkdir()
+    module = tmp_path / "cluster_udfs.zip"
+    with zipfile.ZipFile(module, "w") as archive:
+        archive.writestr("cluster_udfs.py", "POLICY = 'shared'\n")
     (conf_dir / "spark-defaults.conf").write_text(
+        f"spark.submit.pyFiles {module}\n"
         "spark.driver.extraJavaOptions -Dcluster.policy=kerberos\n"
         "spark.sql.shuffle.partitions 5\n"
         "spark.driver.memory 1g\n"
@@ -541,6 +555,7 @@ def test_a_job_keeps_what_the_clusters_spark_defaults_set(tmp_path) -> None:
             "MEMORY": f"{conf}('spark.driver.memory')",
             "ZONE": "spark.conf.get('spark.sql.session.timeZone')",
             "CATALOG": f"{conf}('spark.sql.catalog.spark_catalog')",
+            "MODULE": "__import__('cluster_udfs').POLICY",
         },
         tmp_path,
         env,
@@ -552,6 +567,7 @@ def test_a_job_keeps_what_the_clusters_spark_defaults_set(tmp_path) -> None:
         "MEMORY": "1g",
         "ZONE": "UTC",
         "CATALOG": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+        "MODULE": "shared",
     }
 
 
