@@ -127,10 +127,14 @@ class SparkJobOperator(BaseOperator):
         """The job this task submits, then any it runs inside it (each versioned)."""
         return [self.job]
 
-    def driver_is_here(self) -> bool:
+    def driver_is_here(self, defaults: Mapping[str, str] | None = None) -> bool:
         """Whether the job's driver runs on this machine (client deploy mode, the default),
-        where the class archive is (a driver deployed to the cluster would not find it)."""
-        return not cluster_deploy_mode(self.spark_conn_id, self.spark_conf)
+        where the class archive is (a driver deployed to the cluster would not find it), on
+        a cluster whose spark-defaults.conf holds ``defaults`` (by default, the one this
+        machine's spark-submit reads)."""
+        if defaults is None:
+            defaults = spark_defaults(dict(os.environ))
+        return not cluster_deploy_mode(self.spark_conn_id, self.spark_conf, defaults)
 
     def execute(self, context: Context) -> dict[str, Any]:
         versions = check_versions(self.jobs_run(), self.job_version)
@@ -140,6 +144,7 @@ class SparkJobOperator(BaseOperator):
         stats_dir = bookkeeping_location(self.warehouse, "stats", uuid.uuid4().hex)
         fs, stats_path = fsspec.core.url_to_fs(stats_dir)  # fails before the job, not after
         env = self.job_env()
+        defaults = spark_defaults({**os.environ, **env})
         spec = job_spec(
             self.job,
             warehouse=self.warehouse,
@@ -149,7 +154,7 @@ class SparkJobOperator(BaseOperator):
             job_args=self.job_args(context),
             library=str(library_archive()),
             jars=ensure_jars(),
-            class_archive=class_archive() if self.driver_is_here() else None,
+            class_archive=class_archive() if self.driver_is_here(defaults) else None,
             spark_conf=spark_conf_with_parent_job(
                 self.spark_conf,
                 context,
@@ -157,7 +162,7 @@ class SparkJobOperator(BaseOperator):
                 transport_info=self.openlineage_inject_transport_info,
             ),
             env_vars=env,
-            spark_defaults=spark_defaults({**os.environ, **env}),
+            spark_defaults=defaults,
         )
         self.log.info("submitting %s version %s for batch %s", self.job, version, self.batch_id)
 
@@ -244,11 +249,13 @@ class SparkJobOperator(BaseOperator):
         if not spec.env_vars:
             hook.submit(spec.application)
             return
-        if cluster_deploy_mode(self.spark_conn_id, spec.conf):
+        defaults = spark_defaults({**os.environ, **spec.env_vars})
+        if cluster_deploy_mode(self.spark_conn_id, spec.conf, defaults):
             raise ValueError(
                 f"{self.job} needs {sorted(spec.env_vars)} in its driver's environment, which"
                 f" cluster deploy mode (connection {self.spark_conn_id!r}, or {DEPLOY_MODE_CONF}"
-                " in spark_conf) would put on the spark-submit command line: use client deploy"
+                " in spark_conf or spark-defaults.conf) would put on the spark-submit command"
+                " line: use client deploy"
                 " mode, or give the cluster its own identity (an instance role, IRSA, Kubernetes"
                 " secrets) and a connection without keys"
             )
@@ -269,11 +276,19 @@ class SparkJobOperator(BaseOperator):
             hook.on_kill()
 
 
-def cluster_deploy_mode(spark_conn_id: str, spark_conf: Mapping[str, str]) -> bool:
+def cluster_deploy_mode(
+    spark_conn_id: str, spark_conf: Mapping[str, str], defaults: Mapping[str, str]
+) -> bool:
     """Whether spark-submit deploys the job's driver to the cluster: the connection's deploy
     mode (spark-submit's ``--deploy-mode``, which wins over a conf), else ``spark_conf``'s
-    ``spark.submit.deployMode``; neither is client mode, Spark's default."""
-    return (deploy_mode(spark_conn_id) or spark_conf.get(DEPLOY_MODE_CONF)) == "cluster"
+    ``spark.submit.deployMode`` (a ``--conf``), else the cluster's spark-defaults.conf's
+    (``defaults``); none is client mode, Spark's default."""
+    mode = (
+        deploy_mode(spark_conn_id)
+        or spark_conf.get(DEPLOY_MODE_CONF)
+        or defaults.get(DEPLOY_MODE_CONF)
+    )
+    return mode == "cluster"
 
 
 def deploy_mode(spark_conn_id: str) -> str | None:

@@ -517,6 +517,21 @@ def test_cluster_deploy_mode_in_the_spark_conf_refuses_credentials_too(monkeypat
     assert "PLANTED-SECRET" not in " ".join(started["command"])  # type: ignore[arg-type]
 
 
+def test_cluster_deploy_mode_in_the_clusters_spark_defaults_refuses_credentials_too(
+    monkeypatch, tmp_path
+) -> None:
+    """spark-submit takes the deploy mode from its spark-defaults.conf where neither the
+    connection nor a --conf names one."""
+    (tmp_path / "spark-defaults.conf").write_text(
+        "spark.submit.deployMode  cluster\n", encoding="utf-8"
+    )
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path))
+    with pytest.raises(ValueError, match=r"cluster deploy mode .* command line"):
+        submitted_process(monkeypatch, {})
+    started = submitted_process(monkeypatch, {}, {"spark.submit.deployMode": "client"})
+    assert started["env"]["AWS_SECRET_ACCESS_KEY"] == "PLANTED-SECRET"  # type: ignore[index]
+
+
 def test_driver_credentials_travel_to_executors_without_ever_printing(monkeypatch) -> None:
     import pickle
 
