@@ -27,6 +27,9 @@ LISTS = ("spark.jars", "spark.jars.packages", "spark.sql.extensions")
 JOBS_COLLECTOR = "-XX:+UseParallelGC"
 # JVM options that a user's spark_conf adds to rather than replaces.
 JVM_OPTIONS = ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions")
+# The driver's JVM options: its extra ones, and the default ones Spark puts before them (an
+# administrator's, in spark-defaults.conf; the executors have theirs too).
+DRIVER_OPTIONS = (JVM_OPTIONS[0], "spark.driver.defaultJavaOptions")
 # The Python files a cluster's spark-defaults.conf or a user's spark_conf ships. spark-submit's
 # ``--py-files`` (the jobs' library) replaces this setting wherever it is made, so the jobs
 # pass its files there, after the library.
@@ -92,9 +95,10 @@ def _joined(key: str, first: str, then: str) -> str:
 _COLLECTOR = re.compile(r"-XX:\+Use\w+GC\b")
 
 
-def _one_collector(options: str) -> str:
-    """JVM options without the jobs' collector where another option chooses one."""
-    chosen = set(_COLLECTOR.findall(options))
+def _one_collector(options: str, before: str = "") -> str:
+    """JVM options without the jobs' collector where another option chooses one, in them or
+    in the options the JVM gets ``before`` them."""
+    chosen = set(_COLLECTOR.findall(f"{before} {options}"))
     if chosen - {JOBS_COLLECTOR}:
         options = " ".join(o for o in options.split() if o != JOBS_COLLECTOR)
     return options
@@ -143,8 +147,8 @@ def job_spec(
     :param jars: Delta's jars as local files (resolved once, at install); without them the
         submit resolves the package through Ivy.
     :param class_archive: The class archive the driver's JVM maps, if any
-        (:func:`airflow_cdc.jobs.class_archive`), unless ``spark_conf``'s driver options set
-        class data sharing themselves.
+        (:func:`airflow_cdc.jobs.class_archive`), unless the driver options of ``spark_conf``
+        or of the cluster (:data:`DRIVER_OPTIONS`) set class data sharing themselves.
     :param local_python: Run Python workers with this interpreter (local masters); a cluster
         configures ``spark.pyspark.python`` itself.
     :param spark_defaults: The settings spark-submit reads from the cluster's
@@ -158,8 +162,7 @@ def job_spec(
     defaults = dict(spark_defaults or {})
     theirs = _joined(PY_FILES, defaults.get(PY_FILES, ""), extra.pop(PY_FILES, ""))
     py_files = _joined(PY_FILES, library, theirs).split(",")
-    driver_options = JVM_OPTIONS[0]
-    if any(owns_class_sharing(c.get(driver_options, "")) for c in (extra, defaults)):
+    if any(owns_class_sharing(c.get(key, "")) for c in (extra, defaults) for key in DRIVER_OPTIONS):
         class_archive = None
     conf = over_cluster_defaults(delta_spark_conf(jars, class_archive), defaults)
     if local_python:
@@ -176,7 +179,8 @@ def job_spec(
     conf.update(extra)
     for key in JVM_OPTIONS:
         if key in conf:
-            conf[key] = _one_collector(conf[key])
+            default = key.replace(".extra", ".default")  # Spark's, before the extra options
+            conf[key] = _one_collector(conf[key], conf.get(default) or defaults.get(default, ""))
     args = [
         f"--warehouse={warehouse}",
         f"--batch-id={batch_id}",

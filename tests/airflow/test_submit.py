@@ -185,6 +185,14 @@ def test_a_collector_chosen_by_the_cluster_or_the_user_replaces_the_jobs() -> No
     assert conf["spark.driver.extraJavaOptions"] == "-XX:+UseParallelGC -Xss8m"
     mine = maintain_spec({"spark.driver.extraJavaOptions": "-XX:+UseZGC"}).conf
     assert mine["spark.driver.extraJavaOptions"] == "-Xss8m -XX:+UseZGC"
+    # Or the default options Spark puts before the extra ones (an administrator's).
+    cluster = {"spark.driver.defaultJavaOptions": "-XX:+UseG1GC -Dsite=a"}
+    for given in ({}, {"spark.executor.defaultJavaOptions": "-XX:+UseShenandoahGC"}):
+        conf = maintain_spec(given, defaults=cluster).conf
+        assert conf["spark.driver.extraJavaOptions"] == "-Xss8m"
+        assert conf["spark.executor.extraJavaOptions"] == (
+            "-Xss8m" if given else "-XX:+UseParallelGC -Xss8m"
+        )
 
 
 def test_a_users_list_extends_the_clusters_where_the_jobs_set_none() -> None:
@@ -212,6 +220,12 @@ def test_a_clusters_own_class_sharing_gets_no_class_archive(tmp_path) -> None:
     assert conf["spark.driver.extraJavaOptions"] == (
         "-XX:SharedArchiveFile=/opt/app.jsa -XX:+UseParallelGC -Xss8m"
     )
+    # Spark puts an administrator's default options before the extra ones.
+    for options in ("-XX:SharedArchiveFile=/opt/app.jsa", "-Xshare:off"):
+        cluster = {"spark.driver.defaultJavaOptions": options}
+        for given in ({}, cluster):
+            conf = maintain_spec(given, class_archive=archive, defaults=cluster).conf
+            assert conf["spark.driver.extraJavaOptions"] == "-XX:+UseParallelGC -Xss8m"
 
 
 def test_spark_defaults_are_read_where_spark_submit_reads_them(tmp_path) -> None:
