@@ -10,6 +10,7 @@ import re
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import PurePosixPath
 
 from airflow_cdc.core.exceptions import JobVersionError
 from airflow_cdc.jobs import (
@@ -83,8 +84,8 @@ def check_versions(jobs: Sequence[str], pinned: str | Mapping[str, str] | None) 
 
 
 def _joined(key: str, first: str, then: str) -> str:
-    """Two settings of a :data:`JVM_OPTIONS` key or of a list (:data:`LISTS`, :data:`PY_FILES`)
-    as one, ``then`` after ``first`` (a later JVM option wins; a list keeps each entry once)."""
+    """Two settings of a :data:`JVM_OPTIONS` or :data:`LISTS` key as one, ``then`` after
+    ``first`` (a later JVM option wins; a list keeps each entry once)."""
     if key in JVM_OPTIONS:
         return f"{first} {then}"
     given = [*first.split(","), *then.split(",")]
@@ -102,6 +103,31 @@ def _one_collector(options: str, before: str = "") -> str:
     if chosen - {JOBS_COLLECTOR}:
         options = " ".join(o for o in options.split() if o != JOBS_COLLECTOR)
     return options
+
+
+def _given(key: str, conf: Mapping[str, str], defaults: Mapping[str, str]) -> str:
+    """The setting spark-submit takes for ``key``: a ``--conf`` replaces the file's."""
+    return (conf[key] if key in conf else defaults.get(key)) or ""
+
+
+def _driver_options(conf: Mapping[str, str], defaults: Mapping[str, str]) -> list[str]:
+    """The options the driver's JVM gets from :data:`DRIVER_OPTIONS`: its extra ones from
+    both (they are joined), its default ones as spark-submit takes them."""
+    extra, default = DRIVER_OPTIONS
+    return [conf.get(extra) or "", defaults.get(extra) or "", _given(default, conf, defaults)]
+
+
+def python_files(library: str, *lists: str | None) -> list[str]:
+    """``--py-files``: the library, then the files of each comma-separated list in turn.
+    Spark ships each file under its name, and refuses two paths of one name: the later
+    list's path wins (the library's name is the library's)."""
+    named: dict[str, str] = {}
+    for files in lists:
+        for path in (files or "").split(","):
+            if path.strip():
+                named[PurePosixPath(path.strip()).name] = path.strip()
+    named.pop(PurePosixPath(library).name, None)
+    return [library, *named.values()]
 
 
 def over_cluster_defaults(conf: Mapping[str, str], defaults: Mapping[str, str]) -> dict[str, str]:
@@ -160,9 +186,8 @@ def job_spec(
         raise ValueError(f"batch_id must be set (the data interval end), got {batch_id!r}")
     extra = dict(spark_conf or {})
     defaults = dict(spark_defaults or {})
-    theirs = _joined(PY_FILES, defaults.get(PY_FILES, ""), extra.pop(PY_FILES, ""))
-    py_files = _joined(PY_FILES, library, theirs).split(",")
-    if any(owns_class_sharing(c.get(key, "")) for c in (extra, defaults) for key in DRIVER_OPTIONS):
+    py_files = python_files(library, defaults.get(PY_FILES), extra.pop(PY_FILES, None))
+    if any(owns_class_sharing(options) for options in _driver_options(extra, defaults)):
         class_archive = None
     conf = over_cluster_defaults(delta_spark_conf(jars, class_archive), defaults)
     if local_python:
@@ -180,7 +205,7 @@ def job_spec(
     for key in JVM_OPTIONS:
         if key in conf:
             default = key.replace(".extra", ".default")  # Spark's, before the extra options
-            conf[key] = _one_collector(conf[key], conf.get(default) or defaults.get(default, ""))
+            conf[key] = _one_collector(conf[key], _given(default, conf, defaults))
     args = [
         f"--warehouse={warehouse}",
         f"--batch-id={batch_id}",

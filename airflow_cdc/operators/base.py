@@ -132,9 +132,10 @@ class SparkJobOperator(BaseOperator):
         where the class archive is (a driver deployed to the cluster would not find it), on
         a cluster whose spark-defaults.conf holds ``defaults`` (by default, the one this
         machine's spark-submit reads)."""
+        env = dict(os.environ)
         if defaults is None:
-            defaults = spark_defaults(dict(os.environ))
-        return not cluster_deploy_mode(self.spark_conn_id, self.spark_conf, defaults)
+            defaults = spark_defaults(env)
+        return not cluster_deploy_mode(self.spark_conn_id, self.spark_conf, defaults, env)
 
     def execute(self, context: Context) -> dict[str, Any]:
         versions = check_versions(self.jobs_run(), self.job_version)
@@ -249,13 +250,13 @@ class SparkJobOperator(BaseOperator):
         if not spec.env_vars:
             hook.submit(spec.application)
             return
-        defaults = spark_defaults({**os.environ, **spec.env_vars})
-        if cluster_deploy_mode(self.spark_conn_id, spec.conf, defaults):
+        env = {**os.environ, **spec.env_vars}
+        if cluster_deploy_mode(self.spark_conn_id, spec.conf, spark_defaults(env), env):
             raise ValueError(
                 f"{self.job} needs {sorted(spec.env_vars)} in its driver's environment, which"
                 f" cluster deploy mode (connection {self.spark_conn_id!r}, or {DEPLOY_MODE_CONF}"
-                " in spark_conf or spark-defaults.conf) would put on the spark-submit command"
-                " line: use client deploy"
+                " in spark_conf or spark-defaults.conf, or DEPLOY_MODE) would put on the"
+                " spark-submit command line: use client deploy"
                 " mode, or give the cluster its own identity (an instance role, IRSA, Kubernetes"
                 " secrets) and a connection without keys"
             )
@@ -277,16 +278,20 @@ class SparkJobOperator(BaseOperator):
 
 
 def cluster_deploy_mode(
-    spark_conn_id: str, spark_conf: Mapping[str, str], defaults: Mapping[str, str]
+    spark_conn_id: str,
+    spark_conf: Mapping[str, str],
+    defaults: Mapping[str, str],
+    env: Mapping[str, str],
 ) -> bool:
-    """Whether spark-submit deploys the job's driver to the cluster: the connection's deploy
-    mode (spark-submit's ``--deploy-mode``, which wins over a conf), else ``spark_conf``'s
+    """Whether spark-submit deploys the job's driver to the cluster, as spark-submit decides
+    it: the connection's deploy mode (its ``--deploy-mode``), else ``spark_conf``'s
     ``spark.submit.deployMode`` (a ``--conf``), else the cluster's spark-defaults.conf's
-    (``defaults``); none is client mode, Spark's default."""
+    (``defaults``), else its environment's ``DEPLOY_MODE``; none is client mode."""
     mode = (
         deploy_mode(spark_conn_id)
         or spark_conf.get(DEPLOY_MODE_CONF)
         or defaults.get(DEPLOY_MODE_CONF)
+        or env.get("DEPLOY_MODE")
     )
     return mode == "cluster"
 

@@ -521,7 +521,7 @@ def test_cluster_deploy_mode_in_the_clusters_spark_defaults_refuses_credentials_
     monkeypatch, tmp_path
 ) -> None:
     """spark-submit takes the deploy mode from its spark-defaults.conf where neither the
-    connection nor a --conf names one."""
+    connection nor a --conf names one, then from its environment's DEPLOY_MODE."""
     (tmp_path / "spark-defaults.conf").write_text(
         "spark.submit.deployMode  cluster\n", encoding="utf-8"
     )
@@ -530,6 +530,11 @@ def test_cluster_deploy_mode_in_the_clusters_spark_defaults_refuses_credentials_
         submitted_process(monkeypatch, {})
     started = submitted_process(monkeypatch, {}, {"spark.submit.deployMode": "client"})
     assert started["env"]["AWS_SECRET_ACCESS_KEY"] == "PLANTED-SECRET"  # type: ignore[index]
+    # And from its environment's DEPLOY_MODE, last.
+    monkeypatch.delenv("SPARK_CONF_DIR")
+    monkeypatch.setenv("DEPLOY_MODE", "cluster")
+    with pytest.raises(ValueError, match=r"cluster deploy mode .* command line"):
+        submitted_process(monkeypatch, {})
 
 
 def test_driver_credentials_travel_to_executors_without_ever_printing(monkeypatch) -> None:

@@ -32,7 +32,7 @@ from airflow_cdc.jobs import (
     spark_defaults_file,
     write_jars_manifest,
 )
-from airflow_cdc.submit import SubmitSpec, check_version, job_spec
+from airflow_cdc.submit import SubmitSpec, check_version, job_spec, python_files
 
 
 def test_apply_job_spec_exactly(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -193,6 +193,9 @@ def test_a_collector_chosen_by_the_cluster_or_the_user_replaces_the_jobs() -> No
         assert conf["spark.executor.extraJavaOptions"] == (
             "-Xss8m" if given else "-XX:+UseParallelGC -Xss8m"
         )
+    # A spark_conf's default options replace the cluster's, even empty ones.
+    conf = maintain_spec({"spark.driver.defaultJavaOptions": ""}, defaults=cluster).conf
+    assert conf["spark.driver.extraJavaOptions"] == "-XX:+UseParallelGC -Xss8m"
 
 
 def test_a_users_list_extends_the_clusters_where_the_jobs_set_none() -> None:
@@ -206,11 +209,19 @@ def test_a_users_list_extends_the_clusters_where_the_jobs_set_none() -> None:
 def test_the_python_files_the_cluster_or_the_user_ships_go_beside_the_library() -> None:
     """spark-submit's --py-files (the library) replaces spark.submit.pyFiles wherever it is
     set: the cluster's files and the user's go after the library, and no --conf of it."""
-    cluster = {"spark.submit.pyFiles": "hdfs:///libs/udfs.zip, l"}
+    cluster = {"spark.submit.pyFiles": "hdfs:///libs/udfs.zip, hdfs:///libs/geo.zip,l"}
     spec = maintain_spec({"spark.submit.pyFiles": "/opt/mine.py"}, defaults=cluster)
-    assert spec.py_files == ["l", "hdfs:///libs/udfs.zip", "/opt/mine.py"]
+    assert spec.py_files == ["l", "hdfs:///libs/udfs.zip", "hdfs:///libs/geo.zip", "/opt/mine.py"]
     assert "spark.submit.pyFiles" not in spec.conf
     assert maintain_spec({}).py_files == ["l"]
+    # Spark refuses two paths of one name: the user's newer copy wins, the library stays.
+    mine = {"spark.submit.pyFiles": "/home/me/udfs.zip,/opt/l"}
+    assert maintain_spec(mine, defaults=cluster).py_files == [
+        "l",
+        "/home/me/udfs.zip",
+        "hdfs:///libs/geo.zip",
+    ]
+    assert python_files("/cache/lib.zip", None, "", " ") == ["/cache/lib.zip"]
 
 
 def test_a_clusters_own_class_sharing_gets_no_class_archive(tmp_path) -> None:
@@ -226,6 +237,10 @@ def test_a_clusters_own_class_sharing_gets_no_class_archive(tmp_path) -> None:
         for given in ({}, cluster):
             conf = maintain_spec(given, class_archive=archive, defaults=cluster).conf
             assert conf["spark.driver.extraJavaOptions"] == "-XX:+UseParallelGC -Xss8m"
+        # A spark_conf's default options replace the cluster's.
+        mine = {"spark.driver.defaultJavaOptions": "-Dsite=b"}
+        conf = maintain_spec(mine, class_archive=archive, defaults=cluster).conf
+        assert "-XX:SharedArchiveFile=" + archive in conf["spark.driver.extraJavaOptions"]
 
 
 def test_spark_defaults_are_read_where_spark_submit_reads_them(tmp_path) -> None:
