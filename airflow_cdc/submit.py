@@ -28,9 +28,9 @@ LISTS = ("spark.jars", "spark.jars.packages", "spark.sql.extensions")
 JOBS_COLLECTOR = "-XX:+UseParallelGC"
 # JVM options that a user's spark_conf adds to rather than replaces.
 JVM_OPTIONS = ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions")
-# The driver's JVM options: its extra ones, and the default ones Spark puts before them (an
-# administrator's, in spark-defaults.conf; the executors have theirs too).
-DRIVER_OPTIONS = (JVM_OPTIONS[0], "spark.driver.defaultJavaOptions")
+# The options Spark puts before each of the JVM_OPTIONS (an administrator's, in
+# spark-defaults.conf): a --conf of them replaces the file's, as for any key.
+DEFAULT_JVM_OPTIONS = {key: key.replace(".extra", ".default") for key in JVM_OPTIONS}
 # The Python files a cluster's spark-defaults.conf or a user's spark_conf ships. spark-submit's
 # ``--py-files`` (the jobs' library) replaces this setting wherever it is made, so the jobs
 # pass its files there, after the library.
@@ -110,13 +110,6 @@ def _given(key: str, conf: Mapping[str, str], defaults: Mapping[str, str]) -> st
     return (conf[key] if key in conf else defaults.get(key)) or ""
 
 
-def _driver_options(conf: Mapping[str, str], defaults: Mapping[str, str]) -> list[str]:
-    """The options the driver's JVM gets from :data:`DRIVER_OPTIONS`: its extra ones from
-    both (they are joined), its default ones as spark-submit takes them."""
-    extra, default = DRIVER_OPTIONS
-    return [conf.get(extra) or "", defaults.get(extra) or "", _given(default, conf, defaults)]
-
-
 def python_files(library: str, *lists: str | None) -> list[str]:
     """``--py-files``: the library, then the files of each comma-separated list in turn.
     Spark ships each file under its name, and refuses two paths of one name: the later
@@ -174,7 +167,8 @@ def job_spec(
         submit resolves the package through Ivy.
     :param class_archive: The class archive the driver's JVM maps, if any
         (:func:`airflow_cdc.jobs.class_archive`), unless the driver options of ``spark_conf``
-        or of the cluster (:data:`DRIVER_OPTIONS`) set class data sharing themselves.
+        or of the cluster (extra or :data:`DEFAULT_JVM_OPTIONS`) set class data sharing
+        themselves.
     :param local_python: Run Python workers with this interpreter (local masters); a cluster
         configures ``spark.pyspark.python`` itself.
     :param spark_defaults: The settings spark-submit reads from the cluster's
@@ -187,7 +181,14 @@ def job_spec(
     extra = dict(spark_conf or {})
     defaults = dict(spark_defaults or {})
     py_files = python_files(library, defaults.get(PY_FILES), extra.pop(PY_FILES, None))
-    if any(owns_class_sharing(options) for options in _driver_options(extra, defaults)):
+    # The driver's options: its default ones as spark-submit takes them, its extra ones
+    # from both (they are joined).
+    driver = JVM_OPTIONS[0]
+    given = (
+        _given(DEFAULT_JVM_OPTIONS[driver], extra, defaults),
+        *(c.get(driver) for c in (extra, defaults)),
+    )
+    if any(owns_class_sharing(options or "") for options in given):
         class_archive = None
     conf = over_cluster_defaults(delta_spark_conf(jars, class_archive), defaults)
     if local_python:
@@ -204,8 +205,8 @@ def job_spec(
     conf.update(extra)
     for key in JVM_OPTIONS:
         if key in conf:
-            default = key.replace(".extra", ".default")  # Spark's, before the extra options
-            conf[key] = _one_collector(conf[key], _given(default, conf, defaults))
+            before = _given(DEFAULT_JVM_OPTIONS[key], conf, defaults)
+            conf[key] = _one_collector(conf[key], before)
     args = [
         f"--warehouse={warehouse}",
         f"--batch-id={batch_id}",

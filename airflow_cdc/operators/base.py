@@ -127,15 +127,12 @@ class SparkJobOperator(BaseOperator):
         """The job this task submits, then any it runs inside it (each versioned)."""
         return [self.job]
 
-    def driver_is_here(self, defaults: Mapping[str, str] | None = None) -> bool:
+    def driver_is_here(self, env: Mapping[str, str] | None = None) -> bool:
         """Whether the job's driver runs on this machine (client deploy mode, the default),
-        where the class archive is (a driver deployed to the cluster would not find it), on
-        a cluster whose spark-defaults.conf holds ``defaults`` (by default, the one this
-        machine's spark-submit reads)."""
-        env = dict(os.environ)
-        if defaults is None:
-            defaults = spark_defaults(env)
-        return not cluster_deploy_mode(self.spark_conn_id, self.spark_conf, defaults, env)
+        where the class archive is (a driver deployed to the cluster would not find it), for
+        a spark-submit run in ``env`` (by default, this process's environment)."""
+        given = dict(os.environ) if env is None else env
+        return not cluster_deploy_mode(self.spark_conn_id, self.spark_conf, given)
 
     def execute(self, context: Context) -> dict[str, Any]:
         versions = check_versions(self.jobs_run(), self.job_version)
@@ -145,7 +142,7 @@ class SparkJobOperator(BaseOperator):
         stats_dir = bookkeeping_location(self.warehouse, "stats", uuid.uuid4().hex)
         fs, stats_path = fsspec.core.url_to_fs(stats_dir)  # fails before the job, not after
         env = self.job_env()
-        defaults = spark_defaults({**os.environ, **env})
+        submit_env = {**os.environ, **env}
         spec = job_spec(
             self.job,
             warehouse=self.warehouse,
@@ -155,7 +152,7 @@ class SparkJobOperator(BaseOperator):
             job_args=self.job_args(context),
             library=str(library_archive()),
             jars=ensure_jars(),
-            class_archive=class_archive() if self.driver_is_here(defaults) else None,
+            class_archive=class_archive() if self.driver_is_here(submit_env) else None,
             spark_conf=spark_conf_with_parent_job(
                 self.spark_conf,
                 context,
@@ -163,7 +160,7 @@ class SparkJobOperator(BaseOperator):
                 transport_info=self.openlineage_inject_transport_info,
             ),
             env_vars=env,
-            spark_defaults=defaults,
+            spark_defaults=spark_defaults(submit_env),
         )
         self.log.info("submitting %s version %s for batch %s", self.job, version, self.batch_id)
 
@@ -250,8 +247,7 @@ class SparkJobOperator(BaseOperator):
         if not spec.env_vars:
             hook.submit(spec.application)
             return
-        env = {**os.environ, **spec.env_vars}
-        if cluster_deploy_mode(self.spark_conn_id, spec.conf, spark_defaults(env), env):
+        if cluster_deploy_mode(self.spark_conn_id, spec.conf, {**os.environ, **spec.env_vars}):
             raise ValueError(
                 f"{self.job} needs {sorted(spec.env_vars)} in its driver's environment, which"
                 f" cluster deploy mode (connection {self.spark_conn_id!r}, or {DEPLOY_MODE_CONF}"
@@ -278,19 +274,16 @@ class SparkJobOperator(BaseOperator):
 
 
 def cluster_deploy_mode(
-    spark_conn_id: str,
-    spark_conf: Mapping[str, str],
-    defaults: Mapping[str, str],
-    env: Mapping[str, str],
+    spark_conn_id: str, spark_conf: Mapping[str, str], env: Mapping[str, str]
 ) -> bool:
-    """Whether spark-submit deploys the job's driver to the cluster, as spark-submit decides
-    it: the connection's deploy mode (its ``--deploy-mode``), else ``spark_conf``'s
-    ``spark.submit.deployMode`` (a ``--conf``), else the cluster's spark-defaults.conf's
-    (``defaults``), else its environment's ``DEPLOY_MODE``; none is client mode."""
+    """Whether a spark-submit run in ``env`` deploys the job's driver to the cluster, as
+    spark-submit decides it: the connection's deploy mode (its ``--deploy-mode``), else
+    ``spark_conf``'s ``spark.submit.deployMode`` (a ``--conf``), else its spark-defaults.conf's,
+    else its environment's ``DEPLOY_MODE``; none is client mode."""
     mode = (
         deploy_mode(spark_conn_id)
         or spark_conf.get(DEPLOY_MODE_CONF)
-        or defaults.get(DEPLOY_MODE_CONF)
+        or spark_defaults(env).get(DEPLOY_MODE_CONF)
         or env.get("DEPLOY_MODE")
     )
     return mode == "cluster"

@@ -360,12 +360,13 @@ def test_a_driver_on_another_host_gets_no_class_archive(tmp_path, monkeypatch) -
     assert not operator("spark_away").driver_is_here()
     assert not operator("spark_here", {"spark.submit.deployMode": "cluster"}).driver_is_here()
     # Where neither names a mode, the cluster's spark-defaults.conf does.
-    cluster = {"spark.submit.deployMode": "cluster"}
-    assert not operator("spark_here").driver_is_here(cluster)
-    assert operator("spark_here", {"spark.submit.deployMode": "client"}).driver_is_here(cluster)
     conf_dir = tmp_path / "conf"
     conf_dir.mkdir()
     (conf_dir / "spark-defaults.conf").write_text("spark.submit.deployMode=cluster\n")
+    cluster = {"SPARK_CONF_DIR": str(conf_dir)}
+    assert not operator("spark_here").driver_is_here(cluster)
+    assert operator("spark_here", {"spark.submit.deployMode": "client"}).driver_is_here(cluster)
+    assert operator("spark_here").driver_is_here({})
     monkeypatch.setenv("SPARK_CONF_DIR", str(conf_dir))
     assert not operator("spark_here").driver_is_here()
 
