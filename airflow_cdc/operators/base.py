@@ -236,18 +236,25 @@ class SparkJobOperator(BaseOperator):
         deployed to the cluster would need it on the command line, which is refused."""
         from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
+        cluster = cluster_deploy_mode(
+            self.spark_conn_id, spec.conf, {**os.environ, **spec.env_vars}
+        )
         hook = SparkSubmitHook(
             conn_id=self.spark_conn_id,
             conf=spec.conf,
             py_files=",".join(spec.py_files),
             application_args=spec.application_args,
             name=spec.name,
+            # The hook follows (and on_kill stops) a driver deployed to the cluster, and reads
+            # its exit code on Kubernetes, only where it knows the mode: told here wherever
+            # spark-submit takes it from, not only from the connection.
+            deploy_mode="cluster" if cluster else None,
         )
         self._submit_hook = hook  # for on_kill
         if not spec.env_vars:
             hook.submit(spec.application)
             return
-        if cluster_deploy_mode(self.spark_conn_id, spec.conf, {**os.environ, **spec.env_vars}):
+        if cluster:
             raise ValueError(
                 f"{self.job} needs {sorted(spec.env_vars)} in its driver's environment, which"
                 f" cluster deploy mode (connection {self.spark_conn_id!r}, or {DEPLOY_MODE_CONF}"

@@ -537,6 +537,88 @@ def test_cluster_deploy_mode_in_the_clusters_spark_defaults_refuses_credentials_
         submitted_process(monkeypatch, {})
 
 
+@pytest.mark.parametrize(
+    ("extra", "spark_conf", "defaults", "env"),
+    [
+        ({"deploy-mode": "cluster"}, {}, "", {}),
+        ({}, {"spark.submit.deployMode": "cluster"}, "", {}),
+        ({}, {}, "spark.submit.deployMode  cluster\n", {}),
+        ({}, {}, "", {"DEPLOY_MODE": "cluster"}),
+    ],
+)
+def test_a_driver_deployed_to_the_cluster_is_stopped_with_the_task_wherever_its_mode_is_set(
+    monkeypatch, tmp_path, extra, spark_conf, defaults, env
+) -> None:
+    """The Spark provider's hook finds a YARN application's id in spark-submit's log, and
+    on_kill stops that application, only in the cluster deploy mode it knows of: killing
+    spark-submit alone leaves the driver writing the tables beside the retry's job."""
+    import airflow.providers.apache.spark.hooks.spark_submit as spark_submit
+
+    from airflow_cdc.submit import job_spec
+
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_SPARK_YARN",
+        json.dumps({"conn_type": "spark", "host": "yarn", "extra": extra}),
+    )
+    (tmp_path / "spark-defaults.conf").write_text(defaults, encoding="utf-8")
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path))
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    started: list[list[str]] = []
+    stopped: list[str] = []
+
+    class Running:  # spark-submit, still waiting for its application
+        def poll(self) -> None:
+            return None
+
+        def kill(self) -> None:
+            stopped.append("spark-submit")
+
+    def submit(hook: Any, application: str, **kwargs: object) -> None:
+        started.append(hook._build_spark_submit_command(application))
+        log = ["INFO Client: Submitted application application_1700000000000_0042"]
+        hook._process_spark_submit_log(iter(log))
+        hook._submit_sp = Running()
+
+    class Kill:  # the hook's `yarn application -kill`
+        def __init__(self, command: list[str], **kwargs: object) -> None:
+            stopped.append(" ".join(command))
+
+        def __enter__(self) -> Kill:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            return None
+
+        def wait(self) -> int:
+            return 0
+
+    monkeypatch.setattr(spark_submit.SparkSubmitHook, "submit", submit)
+    monkeypatch.setattr(spark_submit.subprocess, "Popen", Kill)
+    op = CdcMaintenanceOperator(
+        task_id="m",
+        warehouse="/wh",
+        source="src",
+        ddl="CREATE TABLE t (id int PRIMARY KEY)",
+        spark_conn_id="spark_yarn",
+        spark_conf=spark_conf,
+    )
+    spec = job_spec(
+        "maintain",
+        warehouse="/wh",
+        batch_id="b",
+        run_id="r",
+        stats_file="/wh/s.json",
+        job_args=op.job_args({}),
+        library="/lib.zip",
+        spark_conf=op.spark_conf,
+    )
+    op.submit(spec)
+    op.on_kill()
+    assert stopped == ["spark-submit", "yarn application -kill application_1700000000000_0042"]
+    assert started[0][started[0].index("--deploy-mode") + 1] == "cluster"
+
+
 def test_driver_credentials_travel_to_executors_without_ever_printing(monkeypatch) -> None:
     import pickle
 
