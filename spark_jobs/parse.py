@@ -285,7 +285,7 @@ _DSQL_OBJECTS = ("before", "after", "source", "chunked", "before_ref", "after_re
 def _magnitude(digits: Column) -> Column:
     """An integer's digits without its sign and leading zeros ("" for zero, however it is
     written): a negative ``ts_ns`` other than zero is refused before its sequence is read."""
-    return F.ltrim(F.regexp_replace(digits, "^-", ""), F.lit("0"))
+    return F.regexp_replace(digits, "^-?0*", "")
 
 
 def _kind(value: Column, is_object: Column) -> Column:

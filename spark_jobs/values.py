@@ -318,17 +318,17 @@ def _numeric(column: ColumnSpec, json: _Json) -> _Result:
     parts = [json.stage(f"n{i}", F.regexp_extract(text, _DECIMAL_TEXT, i)) for i in range(1, 5)]
     sign, whole, fraction, exponent_text = parts
     # An exponent of more than nine digits is too large for any value but zero.
-    exponent_digits = F.ltrim(F.regexp_replace(exponent_text, "^[+-]", ""), F.lit("0"))
+    exponent_digits = F.regexp_replace(exponent_text, "^[+-]?0*", "")
     exponent = F.when(F.length(exponent_digits) <= 9, exponent_text.try_cast("int"))
     huge = (exponent_text != "") & exponent.isNull()
     # Where the point falls in the digits once the exponent moved it; the digits it leaves
     # on each side, leading and trailing zeros aside.
     digits = F.concat(whole, fraction)
     point = F.length(whole) + F.coalesce(exponent, F.lit(0))
-    leading_zeros = F.length(digits) - F.length(F.ltrim(digits, F.lit("0")))
+    leading_zeros = F.length(F.regexp_extract(digits, "^0*", 0))
     zero = leading_zeros == F.length(digits)
     whole_digits = F.greatest(point - leading_zeros, F.lit(0))
-    fraction_digits = F.length(F.rtrim(digits, F.lit("0"))) - point
+    fraction_digits = F.length(F.regexp_replace(digits, "0*\\z", "")) - point
     syntax = F.coalesce(text.rlike(_DECIMAL_TEXT), F.lit(False)) & (
         (F.length(whole) + F.length(fraction)) > 0
     )
