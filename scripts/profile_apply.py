@@ -54,14 +54,18 @@ UI = {
 }
 
 
+# How many ``spark_jobs`` frames name a call, innermost first (``--depth``).
+DEPTH = 2
+
 # A JVM call shorter than this runs no Spark job: it builds a column or a frame (each
 # ``F.`` function is a reflective lookup and a call), reads a conf, looks up a class.
 QUICK_CALL = 0.02
 
 
 class JvmCalls:
-    """Wall time of the driver's JVM calls, by the innermost two ``spark_jobs`` frames; and
-    the calls quicker than :data:`QUICK_CALL`, together (how many, and their time)."""
+    """Wall time of the driver's JVM calls, by the innermost :data:`DEPTH` ``spark_jobs``
+    frames; and the calls quicker than :data:`QUICK_CALL`, together (how many, and their
+    time)."""
 
     def __init__(self) -> None:
         self.seconds: collections.defaultdict[str, float] = collections.defaultdict(float)
@@ -178,7 +182,7 @@ class Compiles:
 def _caller() -> str:
     frame = sys._getframe(2)
     lines: list[str] = []
-    while frame is not None and len(lines) < 2:
+    while frame is not None and len(lines) < DEPTH:
         if "/spark_jobs/" in frame.f_code.co_filename:
             name = Path(frame.f_code.co_filename).name
             lines.append(f"{name}:{frame.f_lineno} {frame.f_code.co_name}")
@@ -250,12 +254,20 @@ def report_stages(spark: Any, after: int, wall: float, top: int) -> None:
 
 
 def main() -> int:
+    global DEPTH
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--format", default="dsql", choices=["dsql", *change_stream.FORMATS])
     parser.add_argument("--records", type=int, default=200_000, help="about this many records")
     parser.add_argument("--reps", type=int, default=2, help="runs (the first warms the JVM)")
     parser.add_argument("--files", type=int, default=8, help="dump files (parallel shards)")
     parser.add_argument("--top", type=int, default=40, help="lines and groups to print")
+    parser.add_argument(
+        "--depth",
+        type=int,
+        default=DEPTH,
+        help="spark_jobs frames that name a call or stage (more tell apart the callers of a"
+        " shared helper, such as the checkpoints)",
+    )
     parser.add_argument("--work", default=str(REPO / ".cache" / "profile"))
     parser.add_argument(
         "--serial", action="store_true", help="apply one table at a time (see above)"
@@ -268,6 +280,7 @@ def main() -> int:
         help="a Spark setting for the session (repeatable), to compare one against the default",
     )
     args = parser.parse_args()
+    DEPTH = args.depth
 
     from spark_jobs import apply_changes, frames, land_files
     from spark_jobs.session import get_session
