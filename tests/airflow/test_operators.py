@@ -445,8 +445,6 @@ def submitted_process(
     secret: the command line and the process environment."""
     from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
-    from airflow_cdc.submit import job_spec
-
     monkeypatch.setenv(
         "AIRFLOW_CONN_KIN",
         json.dumps({"conn_type": "cdc_kinesis", "login": "AK", "password": "PLANTED-SECRET"}),
@@ -470,8 +468,16 @@ def submitted_process(
         spark_conn_id="spark_test",
         spark_conf=spark_conf,
     )
+    submit_its_job(op)
+    return started
+
+
+def submit_its_job(op: Any) -> None:
+    """``op``'s submission of its job, through the Spark provider's hook."""
+    from airflow_cdc.submit import job_spec
+
     spec = job_spec(
-        "land_kinesis",
+        op.job,
         warehouse="/wh",
         batch_id="b",
         run_id="r",
@@ -482,7 +488,6 @@ def submitted_process(
         env_vars=op.job_env(),
     )
     op.submit(spec)
-    return started
 
 
 def test_credentials_reach_spark_submit_in_its_environment_not_its_command_line(
@@ -554,8 +559,6 @@ def test_a_driver_deployed_to_the_cluster_is_stopped_with_the_task_wherever_its_
     spark-submit alone leaves the driver writing the tables beside the retry's job."""
     import airflow.providers.apache.spark.hooks.spark_submit as spark_submit
 
-    from airflow_cdc.submit import job_spec
-
     monkeypatch.setenv(
         "AIRFLOW_CONN_SPARK_YARN",
         json.dumps({"conn_type": "spark", "host": "yarn", "extra": extra}),
@@ -603,17 +606,7 @@ def test_a_driver_deployed_to_the_cluster_is_stopped_with_the_task_wherever_its_
         spark_conn_id="spark_yarn",
         spark_conf=spark_conf,
     )
-    spec = job_spec(
-        "maintain",
-        warehouse="/wh",
-        batch_id="b",
-        run_id="r",
-        stats_file="/wh/s.json",
-        job_args=op.job_args({}),
-        library="/lib.zip",
-        spark_conf=op.spark_conf,
-    )
-    op.submit(spec)
+    submit_its_job(op)
     op.on_kill()
     assert stopped == ["spark-submit", "yarn application -kill application_1700000000000_0042"]
     assert started[0][started[0].index("--deploy-mode") + 1] == "cluster"
