@@ -250,7 +250,7 @@ def report_stages(spark: Any, after: int, wall: float, top: int) -> None:
     )
     print(f"{'seconds':>8}{'task s':>8}{'tasks':>7}  stage")
     for took, run, tasks, stage in sorted(stages, key=lambda s: -s[0])[:top]:
-        print(f"{took:>8.2f}{run:>8.2f}{tasks:>7}  {stage['stageId']} {stage['name'][:100]}")
+        print(f"{took:>8.2f}{run:>8.2f}{tasks:>7}  {stage['stageId']} {stage['name']}")
 
 
 def main() -> int:
@@ -280,6 +280,8 @@ def main() -> int:
         help="a Spark setting for the session (repeatable), to compare one against the default",
     )
     args = parser.parse_args()
+    if args.depth < 1:
+        parser.error(f"--depth takes 1 or more frames, got {args.depth}")
     DEPTH = args.depth
 
     from spark_jobs import apply_changes, frames, land_files

@@ -245,8 +245,8 @@ class SparkJobOperator(BaseOperator):
             py_files=",".join(spec.py_files),
             application_args=spec.application_args,
             name=spec.name,
-            # The hook follows (and on_kill stops) a driver deployed to the cluster, and reads
-            # its exit code on Kubernetes, only where it knows the mode: told here wherever
+            # The hook finds a YARN application's id (which on_kill stops) and reads a
+            # Kubernetes driver's exit code only where it knows the mode: told here wherever
             # spark-submit takes it from, not only from the connection.
             deploy_mode="cluster" if cluster else None,
         )
