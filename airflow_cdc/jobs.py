@@ -245,7 +245,9 @@ def spark_defaults(env: Mapping[str, str]) -> dict[str, str]:
     path = spark_defaults_file(env)
     if path is None or not path.is_file():
         return {}
-    with path.open(encoding="utf-8") as file:
+    # Decoded as spark-submit's reader decodes it: UTF-8, a replacement character for each
+    # byte that is not (an administrator's Latin-1 comment stops no submission).
+    with path.open(encoding="utf-8", errors="replace") as file:
         loaded: dict[str, str] = javaproperties.load(file)
     # spark-submit keeps the ``spark.`` keys only, their values trimmed.
     return {k.strip(): v.strip() for k, v in loaded.items() if k.strip().startswith("spark.")}

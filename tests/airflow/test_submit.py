@@ -243,6 +243,20 @@ def test_a_clusters_own_class_sharing_gets_no_class_archive(tmp_path) -> None:
         assert "-XX:SharedArchiveFile=" + archive in conf["spark.driver.extraJavaOptions"]
 
 
+def test_spark_defaults_that_are_not_utf8_are_read_as_spark_submit_reads_them(tmp_path) -> None:
+    """spark-submit decodes the file as UTF-8 with a replacement character for each byte that
+    is not (Java's reader): an administrator's Latin-1 comment must not stop a submission."""
+    (tmp_path / "spark-defaults.conf").write_bytes(
+        "# r\u00e9glages du cluster\nspark.driver.memory 8g\nspark.app.name caf\u00e9\n".encode(
+            "latin-1"
+        )
+    )
+    assert spark_defaults({"SPARK_CONF_DIR": str(tmp_path)}) == {
+        "spark.driver.memory": "8g",
+        "spark.app.name": "caf\ufffd",
+    }
+
+
 def test_spark_defaults_are_read_where_spark_submit_reads_them(tmp_path) -> None:
     conf_dir, home = tmp_path / "conf", tmp_path / "spark"
     conf_dir.mkdir()
