@@ -55,7 +55,7 @@ setup: $(BIN)/.installed $(CACHE)/delta-jars.txt $(CACHE)/spark-classes.stamp $(
 lint: $(BIN)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy airflow_cdc spark_jobs cdc_demo
+	$(BIN)/mypy airflow_cdc spark_jobs cdc_demo scripts
 
 # The suite in TEST_WORKERS pytest-xdist workers (README, "make test"; how they share the
 # modules: pyproject.toml's pytest addopts); 0 runs it in this process.

@@ -93,13 +93,13 @@ _DSQL_ENVELOPE = (
 )
 
 
-def dump_lines(spark, dump: str):  # type: ignore[no-untyped-def]
+def dump_lines(spark, dump: str):
     """The dump's lines, its files named one by one (a glob makes Spark log a stack trace
     while it looks for a streaming sink's metadata under the pattern)."""
     return spark.read.text(sorted(str(path) for path in Path(dump).glob("*.ndjson")))
 
 
-def bare_pass(spark, dump: str, fmt: str) -> int:  # type: ignore[no-untyped-def]
+def bare_pass(spark, dump: str, fmt: str) -> int:
     from pyspark.sql import functions as F
 
     lines = dump_lines(spark, dump)

@@ -126,13 +126,13 @@ def job_inputs(fmt: str) -> tuple[str, list[str]]:
     return change_stream.DDL, ["--layout", "kafka", "--format", fmt]
 
 
-def timed(job, *args):  # type: ignore[no-untyped-def]
+def timed(job, *args):
     started = time.perf_counter()
     result = job(*args)
     return result, time.perf_counter() - started
 
 
-def run(spark, fmt: str, args: argparse.Namespace) -> bool:  # type: ignore[no-untyped-def]
+def run(spark, fmt: str, args: argparse.Namespace) -> bool:
     """``args.rounds`` rounds of the baselines and the project on ``fmt``'s stream, one after
     the other on the session; whether every round's accounting balanced."""
     work = Path(args.work) / fmt

@@ -237,7 +237,7 @@ def kafka_demo(fmt: str, warehouse: str, storage_env: dict[str, str]) -> int:
     return 1 if failures else 0
 
 
-def accounting(spark, warehouse: str) -> int:  # type: ignore[no-untyped-def]
+def accounting(spark, warehouse: str) -> int:
     """Print where every landed record ended; 1 if any has no outcome."""
     from spark_jobs.ledger import current_status
 
@@ -298,7 +298,7 @@ def history(spark: Any, warehouse: str) -> int:
     return 0 if same else 1
 
 
-def report(stream, warehouse: str) -> int:  # type: ignore[no-untyped-def]
+def report(stream, warehouse: str) -> int:
     from spark_jobs.session import get_session
 
     spark = get_session("airflow-cdc-demo", master="local[2]")
