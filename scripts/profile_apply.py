@@ -54,20 +54,17 @@ UI = {
 }
 
 
-# How many ``spark_jobs`` frames name a call, innermost first (``--depth``).
-DEPTH = 2
-
 # A JVM call shorter than this runs no Spark job: it builds a column or a frame (each
 # ``F.`` function is a reflective lookup and a call), reads a conf, looks up a class.
 QUICK_CALL = 0.02
 
 
 class JvmCalls:
-    """Wall time of the driver's JVM calls, by the innermost :data:`DEPTH` ``spark_jobs``
-    frames; and the calls quicker than :data:`QUICK_CALL`, together (how many, and their
-    time)."""
+    """Wall time of the driver's JVM calls, by the innermost ``depth`` ``spark_jobs`` frames;
+    and the calls quicker than :data:`QUICK_CALL`, together (how many, and their time)."""
 
-    def __init__(self) -> None:
+    def __init__(self, depth: int = 2) -> None:
+        self.depth = depth
         self.seconds: collections.defaultdict[str, float] = collections.defaultdict(float)
         self.calls: collections.Counter[str] = collections.Counter()
         self.quick_calls = 0
@@ -86,7 +83,7 @@ class JvmCalls:
             if profile._inside:  # a call made while answering another one
                 return send(connection, command, *args, **kwargs)
             profile._inside = True
-            where = _caller()
+            where = _caller(profile.depth)
             if context is not None and context._jsc is not None:  # name its stages by line
                 context.setLocalProperty("callSite.short", where)
             started = time.perf_counter()
@@ -179,10 +176,10 @@ class Compiles:
         print(f"\ngenerated classes compiled: {compiled:,} (recent mean in this JVM {mean:.0f} ms)")
 
 
-def _caller() -> str:
+def _caller(depth: int) -> str:
     frame = sys._getframe(2)
     lines: list[str] = []
-    while frame is not None and len(lines) < DEPTH:
+    while frame is not None and len(lines) < depth:
         if "/spark_jobs/" in frame.f_code.co_filename:
             name = Path(frame.f_code.co_filename).name
             lines.append(f"{name}:{frame.f_lineno} {frame.f_code.co_name}")
@@ -254,7 +251,6 @@ def report_stages(spark: Any, after: int, wall: float, top: int) -> None:
 
 
 def main() -> int:
-    global DEPTH
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--format", default="dsql", choices=["dsql", *change_stream.FORMATS])
     parser.add_argument("--records", type=int, default=200_000, help="about this many records")
@@ -264,7 +260,7 @@ def main() -> int:
     parser.add_argument(
         "--depth",
         type=int,
-        default=DEPTH,
+        default=2,
         help="spark_jobs frames that name a call or stage (more tell apart the callers of a"
         " shared helper, such as the checkpoints)",
     )
@@ -282,7 +278,6 @@ def main() -> int:
     args = parser.parse_args()
     if args.depth < 1:
         parser.error(f"--depth takes 1 or more frames, got {args.depth}")
-    DEPTH = args.depth
 
     from spark_jobs import apply_changes, frames, land_files
     from spark_jobs.session import get_session
@@ -303,7 +298,7 @@ def main() -> int:
             parser.error(f"--conf takes KEY=VALUE, got {item!r}")
         settings[key] = value
     spark = get_session("airflow-cdc-profile", master="local[*]", conf=settings)
-    calls = JvmCalls()
+    calls = JvmCalls(args.depth)
     calls.install(spark.sparkContext)
     jvm = spark.sparkContext._jvm
     assert jvm is not None

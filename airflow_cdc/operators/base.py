@@ -236,9 +236,14 @@ class SparkJobOperator(BaseOperator):
         deployed to the cluster would need it on the command line, which is refused."""
         from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
-        cluster = cluster_deploy_mode(
-            self.spark_conn_id, spec.conf, {**os.environ, **spec.env_vars}
-        )
+        # spark-submit's environment: this worker's and the job's. The job's keys come with
+        # their own token or none: never this worker's.
+        inherited = dict(os.environ)
+        if "AWS_ACCESS_KEY_ID" in spec.env_vars:
+            for name in ("AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN"):
+                inherited.pop(name, None)
+        env = {**inherited, **spec.env_vars}
+        cluster = cluster_deploy_mode(self.spark_conn_id, spec.conf, env)
         hook = SparkSubmitHook(
             conn_id=self.spark_conn_id,
             conf=spec.conf,
@@ -263,12 +268,7 @@ class SparkJobOperator(BaseOperator):
                 " mode, or give the cluster its own identity (an instance role, IRSA, Kubernetes"
                 " secrets) and a connection without keys"
             )
-        inherited = dict(os.environ)
-        if "AWS_ACCESS_KEY_ID" in spec.env_vars:
-            # The job's keys come with their own token or none: never this worker's.
-            for name in ("AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN"):
-                inherited.pop(name, None)
-        hook.submit(spec.application, env={**inherited, **spec.env_vars})
+        hook.submit(spec.application, env=env)
 
     def on_kill(self) -> None:
         """Stop the job this try submitted when Airflow stops the try (its timeout, a task
