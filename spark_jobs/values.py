@@ -584,6 +584,17 @@ def _timestamp_fast(column: ColumnSpec, json: _Json) -> tuple[Column, Column]:
     )
 
 
+def _datetime64(column: ColumnSpec, json: _Json) -> _Result:
+    """YDB's ``Datetime64``: a JSON integer of seconds since the epoch (UTC wall time)."""
+    seconds = json.get("decimal(38,0)")
+    in_range = seconds.between(MIN_MICROS // 1_000_000, MAX_MICROS // 1_000_000)
+    value = F.timestamp_seconds(seconds.cast("bigint")).cast("timestamp_ntz")
+    problem = F.when(~json.is_integer, F.lit("is not a whole number of seconds")).when(
+        ~F.coalesce(in_range, F.lit(False)), F.lit("is outside the timestamp range")
+    )
+    return _Result(F.when(in_range, value), problem)
+
+
 def _json(column: ColumnSpec, json: _Json) -> _Result:
     structured = (
         json.of("ARRAY")
@@ -653,6 +664,7 @@ _DECODERS: dict[str, Callable[[ColumnSpec, _Json], _Result]] = {
     "timetz": _time_of_day,
     "timestamp": _timestamp,
     "timestamptz": _timestamp,
+    "datetime64": _datetime64,
     "json": _json,
     "json_value": _json_value,
     "uuid": _uuid,

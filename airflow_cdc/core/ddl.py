@@ -37,13 +37,25 @@ _TYPE_FAMILIES = {
     "TIME": "time",
     "TIMETZ": "timetz",
     "TIMESTAMP": "timestamp",
+    "DATETIME": "timestamp",  # YDB's Datetime: ISO 8601 text in UTC, as its Timestamp
     "TIMESTAMPTZ": "timestamptz",
     "INTERVAL": "interval",
     "JSON": "json",
     "JSONB": "json",
     "UUID": "uuid",
 }
-_USER_DEFINED = {"oidvector": "oidvector", "name": "text", '"char"': "text", "char": "text"}
+_USER_DEFINED = {
+    "oidvector": "oidvector",
+    "name": "text",
+    '"char"': "text",
+    "char": "text",
+    # YDB's wide date types, as its changefeeds write them: integers of days (``Date32``),
+    # seconds (``Datetime64``) and microseconds (``Timestamp64``, ``Interval64``).
+    "date32": "date",
+    "datetime64": "datetime64",
+    "timestamp64": "timestamp",
+    "interval64": "interval",
+}
 
 
 @dataclass(frozen=True)

@@ -68,6 +68,7 @@ _SPARK_TYPES = {
     "timetz": "STRING",
     "timestamp": "TIMESTAMP_NTZ",
     "timestamptz": "TIMESTAMP",
+    "datetime64": "TIMESTAMP_NTZ",
     "interval": "BIGINT",
     "json": "STRING",
     "json_value": "STRING",
@@ -293,6 +294,16 @@ def _timestamp(column: ColumnSpec, value: Any) -> Decoded:
     return Decoded(naive)
 
 
+def _datetime64(column: ColumnSpec, value: Any) -> Decoded:
+    """YDB's ``Datetime64``: a JSON integer of seconds since the epoch, in UTC (its
+    changefeeds write no other form)."""
+    _expect(column, value, int)
+    try:
+        return Decoded(_EPOCH + dt.timedelta(seconds=value))
+    except OverflowError as err:
+        raise DecodeError(column.name, f"{value!r} s is outside the timestamp range") from err
+
+
 def _iso_timestamp(column: ColumnSpec, value: str) -> dt.datetime:
     """ISO 8601 text (YDB, CockroachDB, Debezium's ZonedTimestamp), ``Z`` for UTC."""
     text = value.strip().replace(" ", "T", 1)
@@ -385,6 +396,7 @@ _DECODERS: dict[str, Callable[[ColumnSpec, Any], Decoded]] = {
     "timetz": _time_of_day,
     "timestamp": _timestamp,
     "timestamptz": _timestamp,
+    "datetime64": _datetime64,
     "interval": _interval,
     "json": _json,
     "json_value": _json_value,
@@ -400,7 +412,7 @@ _WIDER = {
     "smallint": ("integer", "bigint", "double"),
     "integer": ("bigint", "double"),
     "real": ("double",),
-    "date": ("timestamp",),
+    "date": ("timestamp", "datetime64"),
 }
 _TEXT_LIKE = ("text", "json", "uuid", "time", "timetz")
 
@@ -427,7 +439,7 @@ def column_of_spark(name: str, spark: str) -> ColumnSpec:
     if text.startswith("DECIMAL"):
         precision, scale = (int(p) for p in text[text.index("(") + 1 : -1].split(","))
         return ColumnSpec(name, "numeric", precision, scale)
-    by_type = {v: k for k, v in _SPARK_TYPES.items() if k not in ("oid", "interval")}
+    by_type = {v: k for k, v in _SPARK_TYPES.items() if k not in ("oid", "interval", "datetime64")}
     by_type.update({"STRING": "text", "INT": "integer", "TIMESTAMP": "timestamptz"})
     family = by_type.get(text)
     if family is None:

@@ -60,6 +60,30 @@ def test_every_serialized_type_family() -> None:
     assert spec.table == TableRef("shop", "t")
 
 
+def test_ydb_type_names_take_the_family_of_the_form_its_changefeeds_write() -> None:
+    """YDB's changefeeds write Date, Datetime and Timestamp as ISO 8601 text, Date32 as an
+    integer of days, Datetime64 of seconds, Timestamp64 and Interval64 of microseconds
+    (YDB's ``change_record_cdc_serializer.cpp``): each name takes the family that reads
+    that form."""
+    (spec,) = parse_tables(
+        """CREATE TABLE t (
+            id Int64 PRIMARY KEY, a Date, b Datetime, c Timestamp, d Date32, e Datetime64,
+            f Timestamp64, g Interval64, h Interval
+        )"""
+    )
+    assert {c.name: c.pg_type for c in spec.columns} == {
+        "id": "bigint",
+        "a": "date",
+        "b": "timestamp",
+        "c": "timestamp",
+        "d": "date",
+        "e": "datetime64",
+        "f": "timestamp",
+        "g": "interval",
+        "h": "interval",
+    }
+
+
 def test_several_statements() -> None:
     specs = parse_tables("CREATE TABLE a (id int PRIMARY KEY); CREATE TABLE b (k text PRIMARY KEY)")
     assert [s.table.name for s in specs] == ["a", "b"]

@@ -71,6 +71,31 @@ def test_float_specials(pg_type: str) -> None:
     assert decode(col(pg_type), "-Infinity").value == -math.inf
 
 
+@pytest.mark.parametrize(
+    ("seconds", "expected"),
+    [
+        (0, dt.datetime(1970, 1, 1)),
+        (1733011200, dt.datetime(2024, 12, 1)),  # 20,058 days
+        (-1, dt.datetime(1969, 12, 31, 23, 59, 59)),
+        (253402300799, dt.datetime(9999, 12, 31, 23, 59, 59)),
+        (-62135596800, dt.datetime(1, 1, 1)),
+    ],
+)
+def test_ydb_datetime64_is_seconds_since_the_epoch(seconds: int, expected: dt.datetime) -> None:
+    assert decode(col("datetime64"), seconds) == Decoded(expected)
+    assert spark_type(col("datetime64")) == "TIMESTAMP_NTZ"
+
+
+@pytest.mark.parametrize(
+    "value", [253402300800, -62135596801, 2**63, 1733011200.0, "1733011200", True, [1]]
+)
+def test_a_datetime64_that_is_no_whole_second_in_years_1_to_9999_does_not_decode(
+    value: Any,
+) -> None:
+    with pytest.raises(DecodeError):
+        decode(col("datetime64"), value)
+
+
 @pytest.mark.parametrize("pg_type", ["timestamp", "timestamptz"])
 def test_timestamp_infinity_sentinels(pg_type: str) -> None:
     # "±Infinity maps to sentinel values: 9223372036825200000 for +infinity and

@@ -9,6 +9,7 @@ and exact counts: ``test_typed_streams.py``.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from pathlib import Path
 from typing import Any
@@ -249,3 +250,70 @@ def test_cdl_20_timestamps_written_as_text_are_applied(spark: Any, tmp_path: Pat
         f"SELECT id, unix_micros(time1) AS t FROM delta.`{warehouse}/public/ct_pg2hudi`"
     ).collect()
     assert {r["id"]: r["t"] for r in rows} == {1: 1_707_050_096_789_000, 2: None}
+
+
+def test_ydb_date_types_read_as_its_changefeeds_write_them(spark: Any, tmp_path: Path) -> None:
+    """YDB's JSON changefeed writes Date, Datetime and Timestamp as ISO 8601 text in UTC,
+    Date32 as days, Datetime64 as seconds, Timestamp64 and Interval64 as microseconds
+    (integers: YDB's ``change_record_cdc_serializer.cpp``). Declared by their YDB names, each
+    column holds the instant the record names."""
+    ddl = """CREATE TABLE shop.events (
+        id Int64 PRIMARY KEY, a Date, b Datetime, c Timestamp, d Date32, e Datetime64,
+        f Timestamp64, g Interval64
+    )"""
+    images = [
+        {
+            "a": "2024-12-01T00:00:00.000000Z",
+            "b": "2024-12-01T10:30:00.000000Z",
+            "c": "2024-12-01T10:30:00.123456Z",
+            "d": 20058,
+            "e": 1733049000,
+            "f": 1733049000123456,
+            "g": 90061000001,
+        },
+        {"a": None, "b": None, "c": None, "d": -1, "e": -2208988800, "f": -1, "g": -1},
+    ]
+    lines = [
+        json.dumps(
+            {
+                "topic": "events/feed",
+                "partition": 0,
+                "offset": offset,
+                "value": json.dumps(
+                    {"key": [offset + 1], "update": {}, "newImage": image, "ts": [1000, offset]}
+                ),
+            }
+        )
+        for offset, image in enumerate(images)
+    ]
+    dump = tmp_path / "dump"
+    dump.mkdir()
+    (dump / "b1.ndjson").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    warehouse = str(tmp_path / "warehouse")
+    land_dump(warehouse, str(dump), "b1", layout="kafka", fmt="ydb")
+    accounting = process(warehouse, "b1", ddl=ddl, fmt="ydb")["apply"]["accounting"]
+    assert (accounting["applied"], accounting["quarantined"]) == (2, 0)
+    table = spark.read.format("delta").load(f"{warehouse}/shop/events")
+    rows = {r["id"]: r.asDict() for r in table.select("id", *"abcdefg").collect()}
+    assert rows == {
+        1: {
+            "id": 1,
+            "a": dt.date(2024, 12, 1),
+            "b": dt.datetime(2024, 12, 1, 10, 30),
+            "c": dt.datetime(2024, 12, 1, 10, 30, 0, 123456),
+            "d": dt.date(2024, 12, 1),
+            "e": dt.datetime(2024, 12, 1, 10, 30),
+            "f": dt.datetime(2024, 12, 1, 10, 30, 0, 123456),
+            "g": 90061000001,
+        },
+        2: {
+            "id": 2,
+            "a": None,
+            "b": None,
+            "c": None,
+            "d": dt.date(1969, 12, 31),
+            "e": dt.datetime(1900, 1, 1),
+            "f": dt.datetime(1969, 12, 31, 23, 59, 59, 999999),
+            "g": -1,
+        },
+    }

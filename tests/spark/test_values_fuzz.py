@@ -806,6 +806,23 @@ def timestamp_texts(column: ColumnSpec, rng: Rng) -> tuple[list[str], Callable[[
     return fixed, draw
 
 
+# YDB's Datetime64: seconds since the epoch; its first and last second in years 1-9999.
+SECOND_EDGES = (0, MIN_MICROS // 10**6, MAX_MICROS // 10**6, 1733011200, 2**63 - 1, -(2**63))
+
+
+def datetime64_texts(column: ColumnSpec, rng: Rng) -> tuple[list[str], Callable[[], str]]:
+    fixed = [*_big(SECOND_EDGES), '"1733011200"', '"2024-12-01T00:00:00Z"', *OTHER_JSON]
+
+    def draw() -> str:
+        if rng.random() < 0.2:
+            return _other(rng)
+        if rng.random() < 0.5:
+            return _numbers_near(SECOND_EDGES, rng)
+        return str(rng.randint(MIN_MICROS // 10**6 - 10**6, MAX_MICROS // 10**6 + 10**6))
+
+    return fixed, draw
+
+
 # ---------------------------------------------------------------------------------------------
 # UUIDs and oidvectors.
 
@@ -875,6 +892,7 @@ GENERATORS: dict[str, Callable[[ColumnSpec, Rng], tuple[list[str], Callable[[], 
     "timetz": time_texts,
     "timestamp": timestamp_texts,
     "timestamptz": timestamp_texts,
+    "datetime64": datetime64_texts,
     "json": json_texts,
     "json_value": any_json_texts,
     "uuid": uuid_texts,
@@ -1170,14 +1188,14 @@ def _collected(column: ColumnSpec, value: Any) -> Any:
 
     if column.pg_type == "date":
         return F.unix_date(value)
-    if column.pg_type in ("timestamp", "timestamptz"):
+    if column.pg_type in ("timestamp", "timestamptz", "datetime64"):
         return F.unix_micros(value.cast("timestamp"))  # the session's zone is UTC
     return value
 
 
 def _python(column: ColumnSpec, value: Any) -> Any:
     """A collected value as ``test_values.cells`` has it; a text where Python has none."""
-    if value is None or column.pg_type not in ("date", "timestamp", "timestamptz"):
+    if value is None or column.pg_type not in ("date", "timestamp", "timestamptz", "datetime64"):
         return value
     try:
         if column.pg_type == "date":
