@@ -427,8 +427,9 @@ def _bytea(column: ColumnSpec, json: _Json) -> _Result:
 
 def _date(column: ColumnSpec, json: _Json) -> _Result:
     text = F.substring(json.get("string"), 1, 10)
-    # The calendar starts at year 1: year 0 is no date.
-    calendar = text.rlike(_DATE_TEXT) & ~text.startswith("0000")
+    # The calendar starts at year 1: year 0 is no date, nor one written "... BC" after it.
+    before_christ = F.substring(json.get("string"), 11, 1 << 30).contains("BC")
+    calendar = text.rlike(_DATE_TEXT) & ~text.startswith("0000") & ~before_christ
     from_text = F.when(calendar, F.try_to_date(text, "yyyy-MM-dd"))
     days = json.get("decimal(38,0)")
     in_range = days.between(MIN_DAYS, MAX_DAYS)

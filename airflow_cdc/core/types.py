@@ -248,6 +248,11 @@ def _bytea(column: ColumnSpec, value: Any) -> Decoded:
 
 def _date(column: ColumnSpec, value: Any) -> Decoded:
     if isinstance(value, str):
+        # The date part of a text that may go on with a time (YDB writes a date as a UTC
+        # timestamp); PostgreSQL and CockroachDB end a date before year 1 with " BC"
+        # ("0044-03-15 BC"), which no DATE holds.
+        if "BC" in value[10:]:
+            raise DecodeError(column.name, f"{_shown(value)} is a date before year 1")
         return Decoded(dt.date.fromisoformat(value[:10]))
     _expect(column, value, int)
     # The ±infinity sentinels are "derived from epoch-offset arithmetic" and lie far outside

@@ -96,6 +96,15 @@ def test_a_datetime64_that_is_no_whole_second_in_years_1_to_9999_does_not_decode
         decode(col("datetime64"), value)
 
 
+@pytest.mark.parametrize("text", ["0044-03-15 BC", "0001-01-01 BC", "2024-01-15 BC"])
+def test_a_date_before_year_1_is_refused_not_read_as_the_year_after_it(text: str) -> None:
+    """CockroachDB (``pgdate.Date.Format``) and PostgreSQL write a date of year 0 or before
+    as its year before Christ, then " BC": DATE holds no such date, and the digits alone
+    name another one (AD 44)."""
+    with pytest.raises(DecodeError, match="before year 1"):
+        decode(col("date"), text)
+
+
 @pytest.mark.parametrize("pg_type", ["timestamp", "timestamptz"])
 def test_timestamp_infinity_sentinels(pg_type: str) -> None:
     # "±Infinity maps to sentinel values: 9223372036825200000 for +infinity and

@@ -216,6 +216,10 @@ CASES: dict[ColumnSpec, list[str]] = {
         "5",
     ],
     ColumnSpec("c", "date"): [
+        # PostgreSQL's and CockroachDB's dates before year 1; YDB's date as a UTC timestamp.
+        '"0044-03-15 BC"',
+        '"0001-01-01 BC"',
+        '"2024-12-01T00:00:00.000000Z"',
         '"0000-01-01"',
         '"0001-01-01"',
         '"2024-01-15\\n"',
