@@ -648,7 +648,7 @@ def settle(
 
 def run(ctx: JobContext, args: Any) -> dict[str, Any]:
     source = args.source
-    specs = parse_tables(args.ddl, args.default_schema)
+    specs = parse_tables(args.ddl, args.default_schema, args.format)
     check_before_work(ctx, args)
     if args.replay:
         return replay_quarantine(ctx, args, specs)

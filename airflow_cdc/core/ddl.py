@@ -8,7 +8,7 @@ only carry values (DSQL serializes each PostgreSQL type in its own way, see
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import sqlglot
 from sqlglot import exp
@@ -23,6 +23,9 @@ _TYPE_FAMILIES = {
     "SMALLINT": "smallint",
     "INT": "integer",
     "BIGINT": "bigint",
+    "SMALLSERIAL": "smallint",
+    "SERIAL": "integer",
+    "BIGSERIAL": "bigint",
     "OID": "oid",
     "FLOAT": "real",
     "DOUBLE": "double",
@@ -49,6 +52,10 @@ _USER_DEFINED = {
     "name": "text",
     '"char"': "text",
     "char": "text",
+    "serial2": "smallint",
+    "serial4": "integer",
+    "serial8": "bigint",
+    "bytes": "bytea",  # CockroachDB's name
     # YDB's wide date types, as its changefeeds write them: integers of days (``Date32``),
     # seconds (``Datetime64``) and microseconds (``Timestamp64``, ``Interval64``).
     "date32": "date",
@@ -84,11 +91,21 @@ class TableSpec:
         return None
 
 
-def parse_tables(ddl: str, default_schema: str = "public") -> list[TableSpec]:
+# The source formats whose databases make ``INT``, ``INTEGER`` and ``SERIAL`` 64-bit:
+# CockroachDB's ``default_int_size`` is 8 (its ``INT4`` is 32-bit, but the parser reads it as
+# ``INT``: it becomes 64-bit too, which holds every value).
+_INT_IS_INT8 = frozenset({"cockroachdb"})
+
+
+def parse_tables(
+    ddl: str, default_schema: str = "public", source_format: str | None = None
+) -> list[TableSpec]:
     """Parse one or more ``CREATE TABLE`` statements.
 
     :param ddl: PostgreSQL DDL; statements separated by ``;``.
     :param default_schema: Schema of tables named without one.
+    :param source_format: the format of the stream the tables come from, where its database
+        gives a type name another size (:data:`_INT_IS_INT8`).
     :raises DdlError: naming the statement, column or type that cannot be used.
     """
     try:
@@ -103,7 +120,17 @@ def parse_tables(ddl: str, default_schema: str = "public") -> list[TableSpec]:
         if spec.table in seen:
             raise DdlError(f"table {spec.table.qualified!r} is declared twice")
         seen.add(spec.table)
+    if source_format in _INT_IS_INT8:
+        specs = [_with_int8(spec) for spec in specs]
     return specs
+
+
+def _with_int8(spec: TableSpec) -> TableSpec:
+    """``spec`` with its 32-bit integer columns 64-bit."""
+    columns = tuple(
+        replace(c, pg_type="bigint") if c.pg_type == "integer" else c for c in spec.columns
+    )
+    return replace(spec, columns=columns)
 
 
 # A history table (SCD type 2) sits beside its table, named with this suffix.

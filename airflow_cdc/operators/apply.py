@@ -296,7 +296,7 @@ class ApplyChangesOperator(SparkJobOperator):
     def lineage_outputs(self) -> list[OutputDataset]:
         """Each declared table with its declared columns (and after a run its Delta version,
         the one its asset event names), each history table, then the bookkeeping tables."""
-        specs = parse_tables(self.ddl, self.default_schema)
+        specs = parse_tables(self.ddl, self.default_schema, self.record_format)
         outputs: list[OutputDataset] = []
         for spec in specs:
             facets = {"schema": schema_facet(spec)}
@@ -322,7 +322,8 @@ class ApplyChangesOperator(SparkJobOperator):
     def job_args(self, context: Context) -> list[str]:
         check_source(self.source)
         parser_for(self.record_format)  # an unknown format fails here, naming the known ones
-        specs = parse_tables(self.ddl, self.default_schema)  # and a bad DDL, with its error
+        # And a bad DDL, with its error.
+        specs = parse_tables(self.ddl, self.default_schema, self.record_format)
         kept = history_tables(self.history, specs, self.default_schema)  # and an unknown name
         if self.max_pending_age_seconds <= 0:
             raise ValueError(

@@ -136,3 +136,28 @@ def test_the_bookkeeping_schema_is_refused(ddl: str, default_schema: str) -> Non
     with pytest.raises(DdlError, match=r"schema '_\w+' is reserved; .* bookkeeping"):
         parse_tables(ddl, default_schema)
     assert parse_tables("CREATE TABLE cdc.t (id INT PRIMARY KEY)")[0].table.schema == "cdc"
+
+
+def test_cockroachdb_int_is_64_bit_as_its_default_int_size_makes_it() -> None:
+    """CockroachDB's INT, INTEGER and SERIAL are INT8 (``default_int_size`` 8; its seed
+    document's tables key on ``id INT``, and ``unique_rowid()`` fills them past 2^31); the
+    same DDL for another source keeps PostgreSQL's 32 bits. CockroachDB's BYTES is bytea."""
+    ddl = "CREATE TABLE t (id INT PRIMARY KEY, a INTEGER, b SERIAL, c INT2, d INT8, e BYTES)"
+    (cockroach,) = parse_tables(ddl, source_format="cockroachdb")
+    assert {c.name: c.pg_type for c in cockroach.columns} == {
+        "id": "bigint",
+        "a": "bigint",
+        "b": "bigint",
+        "c": "smallint",
+        "d": "bigint",
+        "e": "bytea",
+    }
+    (postgres,) = parse_tables(ddl)
+    assert [c.pg_type for c in postgres.columns] == [
+        "integer",
+        "integer",
+        "integer",
+        "smallint",
+        "bigint",
+        "bytea",
+    ]

@@ -317,3 +317,38 @@ def test_ydb_date_types_read_as_its_changefeeds_write_them(spark: Any, tmp_path:
             "g": -1,
         },
     }
+
+
+def test_a_cockroachdb_int_key_past_32_bits_is_applied(spark: Any, tmp_path: Path) -> None:
+    """CockroachDB's ``id INT PRIMARY KEY DEFAULT unique_rowid()`` holds 64-bit ids (its INT
+    is INT8), and its changefeeds write BYTES as ``\\x`` and hex (``tree.AsJSON``): declared
+    as CockroachDB declares them, the rows land whole."""
+    ddl = "CREATE TABLE shop.users (id INT PRIMARY KEY, visits INTEGER, avatar BYTES)"
+    ids = [1068245690208436225, 1068245690208501761]
+    lines = [
+        json.dumps(
+            {
+                "topic": "users",
+                "partition": 0,
+                "offset": offset,
+                "key": json.dumps([ident]),
+                "value": json.dumps(
+                    {
+                        "after": {"id": ident, "visits": 3_000_000_000, "avatar": "\\x6869"},
+                        "updated": f"{1_767_225_600_000_000_000 + offset}.0000000000",
+                    }
+                ),
+            }
+        )
+        for offset, ident in enumerate(ids)
+    ]
+    dump = tmp_path / "dump"
+    dump.mkdir()
+    (dump / "b1.ndjson").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    warehouse = str(tmp_path / "warehouse")
+    land_dump(warehouse, str(dump), "b1", layout="kafka", fmt="cockroachdb")
+    accounting = process(warehouse, "b1", ddl=ddl, fmt="cockroachdb")["apply"]["accounting"]
+    assert (accounting["applied"], accounting["quarantined"]) == (2, 0)
+    table = spark.read.format("delta").load(f"{warehouse}/shop/users")
+    rows = sorted(tuple(r) for r in table.select("id", "visits", "avatar").collect())
+    assert rows == [(ident, 3_000_000_000, bytearray(b"hi")) for ident in ids]
