@@ -39,6 +39,7 @@ from pyspark.sql import functions as F
 
 from airflow_cdc.core.ddl import ColumnSpec
 from airflow_cdc.core.types import (
+    DATE_INFINITIES,
     FLOAT32_LIMIT,
     INTERVAL_TEXT,
     MAX_DAYS,
@@ -431,6 +432,7 @@ def _date(column: ColumnSpec, json: _Json) -> _Result:
     before_christ = F.substring(json.get("string"), 11, 1 << 30).contains("BC")
     calendar = text.rlike(_DATE_TEXT) & ~text.startswith("0000") & ~before_christ
     from_text = F.when(calendar, F.try_to_date(text, "yyyy-MM-dd"))
+    infinite = F.coalesce(json.get("string").isin(*DATE_INFINITIES), F.lit(False))
     days = json.get("decimal(38,0)")
     in_range = days.between(MIN_DAYS, MAX_DAYS)
     from_days = F.date_add(F.lit("1970-01-01").cast("date"), days.try_cast("int"))
@@ -438,9 +440,9 @@ def _date(column: ColumnSpec, json: _Json) -> _Result:
     special = F.when(
         json.is_integer & ~in_range,
         F.when(days > 0, F.lit("infinity")).otherwise(F.lit("-infinity")),
-    )
+    ).when(infinite, json.get("string"))
     problem = F.when(~(json.is_string | json.is_integer), F.lit("is not a date")).when(
-        json.is_string & from_text.isNull(), F.lit("is not an ISO date")
+        json.is_string & from_text.isNull() & ~infinite, F.lit("is not an ISO date")
     )
     return _Result(value, problem, special)
 

@@ -42,6 +42,8 @@ MICROS_PER_DAY = 86_400_000_000
 MIN_MICROS = -62_135_596_800_000_000  # datetime.min
 MAX_MICROS = 253_402_300_799_999_999  # datetime.max
 MIN_DAYS, MAX_DAYS = -719_162, 2_932_896  # date.min, date.max
+# A date's infinities as text (PostgreSQL's output; CockroachDB's changefeeds write them so).
+DATE_INFINITIES = ("infinity", "-infinity")
 _EPOCH_DATE = dt.date(1970, 1, 1)
 _EPOCH = dt.datetime(1970, 1, 1)
 _INT_RANGES = {
@@ -253,6 +255,8 @@ def _date(column: ColumnSpec, value: Any) -> Decoded:
         # ("0044-03-15 BC"), which no DATE holds.
         if "BC" in value[10:]:
             raise DecodeError(column.name, f"{_shown(value)} is a date before year 1")
+        if value in DATE_INFINITIES:  # as PostgreSQL and CockroachDB write them
+            return Decoded(None, value)
         return Decoded(dt.date.fromisoformat(value[:10]))
     _expect(column, value, int)
     # The ±infinity sentinels are "derived from epoch-offset arithmetic" and lie far outside

@@ -113,6 +113,13 @@ def test_timestamp_infinity_sentinels(pg_type: str) -> None:
     assert decode(col(pg_type), -9223372036832400000) == Decoded(None, "-infinity")
 
 
+@pytest.mark.parametrize("text", ["infinity", "-infinity"])
+def test_a_date_infinity_written_as_text_is_kept_as_its_marker(text: str) -> None:
+    """PostgreSQL and CockroachDB (``pgdate.Date.Format``) write a date's infinities as
+    ``infinity`` and ``-infinity``: null in the DATE column, the text kept as its marker."""
+    assert decode(col("date"), text) == Decoded(None, text)
+
+
 def test_date_infinity_sentinels_are_beyond_the_calendar() -> None:
     # PostgreSQL's date infinities are int32 extremes of days from 2000-01-01, shifted to the
     # Unix epoch (10,957 days).
