@@ -29,7 +29,14 @@ from airflow_cdc.core.columns import COLUMN_LIMIT, INVALID_NAME, RESERVED_PREFIX
 from airflow_cdc.core.ddl import ColumnSpec, TableSpec
 from airflow_cdc.core.formats.common import PLACED, UNORDERED
 from airflow_cdc.core.rows import SPECIAL_KEY, type_conflicts
-from airflow_cdc.core.types import column_of, column_of_spark, spark_type, widen, widens
+from airflow_cdc.core.types import (
+    DAY_IN_UNITS,
+    column_of,
+    column_of_spark,
+    spark_type,
+    widen,
+    widens,
+)
 from spark_jobs.delta_tables import version_before_batch
 from spark_jobs.frames import checkpoint_counting, materialize
 from spark_jobs.ledger import DUPLICATE, SUPERSEDED, per_record, union_all
@@ -261,7 +268,9 @@ def _decode(
 
     # Each column's JSON value once, as a column: the decoders refer to it many times.
     slots = _slots(spec)
-    frame = frame.select("*", *[raw(c.name).alias(slots[c.name]) for c in spec.columns])
+    frame = frame.select(
+        "*", *[_in_column_unit(c, types, raw(c.name)).alias(slots[c.name]) for c in spec.columns]
+    )
     columns = list(spec.columns)
     frame, parts, common = decode_fast(frame, columns, slots)
     every = F.lit(True)
@@ -278,6 +287,26 @@ def _decode(
         ),
     ).alias("_cdc_rare")
     return _finish(frame, spec, types, parts, slots, max_columns, rare)
+
+
+def _in_column_unit(column: ColumnSpec, types: list[str], value: Column) -> Column:
+    """``value`` (a VARIANT) as ``column``'s decoder reads it, for the changes whose record
+    types it as a date (``types``: the batch's record types) while the column holds instants:
+    an integer of days becomes its midnight in the column's unit
+    (:func:`~airflow_cdc.core.types.in_column_unit`)."""
+    day = DAY_IN_UNITS.get(column.pg_type)
+    dated = [t for t in types if day is not None and json.loads(t).get(column.name) == "date"]
+    if not dated:
+        return value
+    days = F.when(
+        F.schema_of_variant(value).isin("TINYINT", "SMALLINT", "INT", "BIGINT"),
+        F.try_variant_get(value, "$", "bigint"),
+    )
+    instant = days.cast("decimal(38,0)") * F.lit(day).cast("decimal(38,0)")
+    return F.when(
+        F.col("types_json").isin(*dated) & days.isNotNull(),
+        F.try_parse_json(instant.cast("string")),
+    ).otherwise(value)
 
 
 def _lacks(image: Column, name: str) -> Column:

@@ -9,7 +9,13 @@ from typing import Any
 from airflow_cdc.core.ddl import TableSpec
 from airflow_cdc.core.events import DELETE
 from airflow_cdc.core.exceptions import RecordFormatError
-from airflow_cdc.core.types import decode, decode_undeclared, family_of, widen
+from airflow_cdc.core.types import (
+    decode,
+    decode_undeclared,
+    family_of,
+    in_column_unit,
+    widen,
+)
 
 
 @dataclass(frozen=True)
@@ -70,6 +76,12 @@ def decode_row(
         raise RecordFormatError("missing_key", f"key columns {missing} are absent or null")
     if types:
         _check_types(spec, types, image)
+        image = {
+            name: in_column_unit(column, types.get(name), value)
+            if (column := spec.column(name)) is not None
+            else value
+            for name, value in image.items()
+        }
     values: dict[str, Any] = {}
     special: dict[str, str] = {}
     for column in spec.columns:

@@ -415,6 +415,26 @@ _DECODERS: dict[str, Callable[[ColumnSpec, Any], Decoded]] = {
 }
 
 
+# The columns of instants that a date widens to, and a day in each one's integer unit.
+DAY_IN_UNITS = {"timestamp": MICROS_PER_DAY, "datetime64": 86_400}
+
+
+def in_column_unit(column: ColumnSpec, record_family: str | None, value: Any) -> Any:
+    """``value`` as ``column``'s decoder reads it, where the record's own type for the column
+    is ``record_family``: the only widening that changes a value's unit is a date's (a
+    Connect ``Date``, days) into a column of instants (a table widened from DATE to
+    TIMESTAMP, or declared so), whose integers are microseconds (seconds for
+    ``datetime64``). A date's days become its midnight there; anything else is as it is."""
+    if (
+        record_family == "date"
+        and column.pg_type in DAY_IN_UNITS
+        and isinstance(value, int)
+        and not isinstance(value, bool)
+    ):
+        return value * DAY_IN_UNITS[column.pg_type]
+    return value
+
+
 # Lossless widenings, narrow to wide.
 _WIDER = {
     "tinyint": ("smallint", "integer", "bigint", "double"),

@@ -95,3 +95,20 @@ def test_the_rows_own_key_columns_win_over_a_message_key_that_is_not_the_primary
     with pytest.raises(RecordFormatError) as info:
         decode_row(SPEC, UPSERT, None, update, key=[4])
     assert info.value.reason == "key_mismatch"
+
+
+def test_a_date_typed_value_in_a_column_of_instants_is_its_midnight() -> None:
+    """A Connect ``Date`` is days since the epoch; a table that holds the column as
+    instants (widened from DATE to TIMESTAMP, or declared so) reads its integers as
+    microseconds (seconds for YDB's Datetime64). A late change still typed ``date`` names
+    its day's midnight, 2024-01-15 here: 19,737 days after 1970-01-01, not 19,737 µs."""
+    import datetime as dt
+
+    (spec,) = parse_tables("CREATE TABLE t (id bigint PRIMARY KEY, d timestamp, s Datetime64)")
+    after = {"id": 1, "d": 19737, "s": 19737}
+    dated = decode_row(spec, UPSERT, None, after, types={"id": "bigint", "d": "date", "s": "date"})
+    midnight = dt.datetime(2024, 1, 15)
+    assert (dated.values["d"], dated.values["s"]) == (midnight, midnight)
+    # Typed as the column is (or untyped), the integer is in the column's own unit.
+    same = decode_row(spec, UPSERT, None, after, types={"d": "timestamp"})
+    assert same.values["d"] == dt.datetime(1970, 1, 1, 0, 0, 0, 19737)

@@ -352,3 +352,46 @@ def test_a_cockroachdb_int_key_past_32_bits_is_applied(spark: Any, tmp_path: Pat
     table = spark.read.format("delta").load(f"{warehouse}/shop/users")
     rows = sorted(tuple(r) for r in table.select("id", "visits", "avatar").collect())
     assert rows == [(ident, 3_000_000_000, bytearray(b"hi")) for ident in ids]
+
+
+def test_a_debezium_date_in_a_timestamp_column_is_its_midnight(spark: Any, tmp_path: Path) -> None:
+    """Debezium writes a DATE as ``io.debezium.time.Date``, days since the epoch. Into a
+    column the table holds as TIMESTAMP (declared so, or widened from DATE since: a late
+    change keeps its old type), the day is its midnight, not that many microseconds."""
+    columns = [
+        {"field": "id", "type": "int64"},
+        {"field": "d", "type": "int32", "name": "io.debezium.time.Date", "optional": True},
+    ]
+    schema = {"type": "struct", "fields": [{"field": "after", "type": "struct", "fields": columns}]}
+    lines = []
+    for n, days in enumerate([19737, -1]):  # 2024-01-15 and 1969-12-31
+        payload = {
+            "op": "c",
+            "after": {"id": n, "d": days},
+            "source": {"schema": "shop", "table": "dated", "lsn": n + 1, "ts_ms": 1},
+        }
+        value = json.dumps({"schema": schema, "payload": payload})
+        lines.append(
+            json.dumps(
+                {
+                    "topic": "dated",
+                    "partition": 0,
+                    "offset": n,
+                    "key": json.dumps({"id": n}),
+                    "value": value,
+                }
+            )
+        )
+    dump = tmp_path / "dump"
+    dump.mkdir()
+    (dump / "part-0.ndjson").write_text("\n".join(lines) + "\n", "utf-8")
+    warehouse = str(tmp_path / "warehouse")
+    ddl = "CREATE TABLE shop.dated (id BIGINT PRIMARY KEY, d TIMESTAMP)"
+    land_dump(warehouse, str(dump), "b1", layout="kafka", fmt="debezium")
+    accounting = process(warehouse, "b1", ddl=ddl, fmt="debezium")["apply"]["accounting"]
+    assert (accounting["applied"], accounting["quarantined"]) == (2, 0)
+    rows = spark.read.format("delta").load(f"{warehouse}/shop/dated").collect()
+    assert {r["id"]: r["d"] for r in rows} == {
+        0: dt.datetime(2024, 1, 15),
+        1: dt.datetime(1969, 12, 31),
+    }
