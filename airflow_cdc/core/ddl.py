@@ -8,7 +8,7 @@ only carry values (DSQL serializes each PostgreSQL type in its own way, see
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import sqlglot
 from sqlglot import exp
@@ -91,10 +91,12 @@ class TableSpec:
         return None
 
 
-# The source formats whose databases make ``INT``, ``INTEGER`` and ``SERIAL`` 64-bit:
-# CockroachDB's ``default_int_size`` is 8 (its ``INT4`` is 32-bit, but the parser reads it as
-# ``INT``: it becomes 64-bit too, which holds every value).
+# The source formats whose databases make ``INT``, ``INTEGER`` and every ``SERIAL`` 64-bit:
+# CockroachDB's ``default_int_size`` is 8 and its SERIAL2/SERIAL4 "store 8-byte values" (its
+# ``INT4`` is 32-bit, but the parser reads it as ``INT``: it becomes 64-bit too, which holds
+# every value).
 _INT_IS_INT8 = frozenset({"cockroachdb"})
+_SERIALS = ("smallserial", "serial", "bigserial", "serial2", "serial4", "serial8")
 
 
 def parse_tables(
@@ -114,23 +116,14 @@ def parse_tables(
         raise DdlError(f"cannot parse DDL: {err}") from err
     if not statements:
         raise DdlError(f"no CREATE TABLE statement in {ddl[:80]!r}")
-    specs = [_table_spec(statement, default_schema) for statement in statements]
+    int8 = source_format in _INT_IS_INT8
+    specs = [_table_spec(statement, default_schema, int8) for statement in statements]
     seen: set[TableRef] = set()
     for spec in specs:
         if spec.table in seen:
             raise DdlError(f"table {spec.table.qualified!r} is declared twice")
         seen.add(spec.table)
-    if source_format in _INT_IS_INT8:
-        specs = [_with_int8(spec) for spec in specs]
     return specs
-
-
-def _with_int8(spec: TableSpec) -> TableSpec:
-    """``spec`` with its 32-bit integer columns 64-bit."""
-    columns = tuple(
-        replace(c, pg_type="bigint") if c.pg_type == "integer" else c for c in spec.columns
-    )
-    return replace(spec, columns=columns)
 
 
 # A history table (SCD type 2) sits beside its table, named with this suffix.
@@ -202,7 +195,7 @@ def _plain(table: TableRef) -> TableRef:
     return table
 
 
-def _table_spec(statement: exp.Expr, default_schema: str) -> TableSpec:
+def _table_spec(statement: exp.Expr, default_schema: str, int8: bool = False) -> TableSpec:
     if not isinstance(statement, exp.Create) or statement.kind != "TABLE":
         raise DdlError(f"expected CREATE TABLE, got {statement.sql(dialect='postgres')[:80]!r}")
     schema_expr = statement.this
@@ -214,7 +207,7 @@ def _table_spec(statement: exp.Expr, default_schema: str) -> TableSpec:
     primary_key: list[str] = []
     for item in schema_expr.expressions:
         if isinstance(item, exp.ColumnDef):
-            column, is_key = _column_spec(item, table)
+            column, is_key = _column_spec(item, table, int8)
             columns.append(column)
             if is_key:
                 primary_key.append(column.name)
@@ -249,11 +242,17 @@ def _check_names(table: TableRef, names: list[str]) -> None:
             raise DdlError(f"table {table.qualified!r}: {problem}")
 
 
-def _column_spec(item: exp.ColumnDef, table: TableRef) -> tuple[ColumnSpec, bool]:
+def _column_spec(
+    item: exp.ColumnDef, table: TableRef, int8: bool = False
+) -> tuple[ColumnSpec, bool]:
+    """One column and whether it is the primary key; ``int8``: ``INT``, ``INTEGER`` and
+    the serials are 64-bit (:data:`_INT_IS_INT8`)."""
     kind = item.args.get("kind")
     if not isinstance(kind, exp.DataType):
         raise DdlError(f"{table.qualified}.{item.name}: column has no type")
     family = _family(kind)
+    if int8 and (family == "integer" or kind.sql(dialect="postgres").lower() in _SERIALS):
+        family = "bigint"
     if family is None:
         raise DdlError(
             f"{table.qualified}.{item.name}: type {kind.sql(dialect='postgres')!r} is not supported"

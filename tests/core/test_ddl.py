@@ -139,10 +139,14 @@ def test_the_bookkeeping_schema_is_refused(ddl: str, default_schema: str) -> Non
 
 
 def test_cockroachdb_int_is_64_bit_as_its_default_int_size_makes_it() -> None:
-    """CockroachDB's INT, INTEGER and SERIAL are INT8 (``default_int_size`` 8; its seed
-    document's tables key on ``id INT``, and ``unique_rowid()`` fills them past 2^31); the
-    same DDL for another source keeps PostgreSQL's 32 bits. CockroachDB's BYTES is bytea."""
-    ddl = "CREATE TABLE t (id INT PRIMARY KEY, a INTEGER, b SERIAL, c INT2, d INT8, e BYTES)"
+    """CockroachDB's INT, INTEGER and every SERIAL are INT8 (``default_int_size`` 8; "SERIAL2
+    and SERIAL4 are the same as SERIAL and store 8-byte values"; its seed document's tables
+    key on ``id INT``, and ``unique_rowid()`` fills them past 2^31); the same DDL for another
+    source keeps PostgreSQL's sizes. CockroachDB's BYTES is bytea."""
+    ddl = (
+        "CREATE TABLE t (id INT PRIMARY KEY, a INTEGER, b SERIAL, c INT2, d INT8, e BYTES,"
+        " f SMALLSERIAL, g SERIAL2, h SERIAL4)"
+    )
     (cockroach,) = parse_tables(ddl, source_format="cockroachdb")
     assert {c.name: c.pg_type for c in cockroach.columns} == {
         "id": "bigint",
@@ -151,6 +155,9 @@ def test_cockroachdb_int_is_64_bit_as_its_default_int_size_makes_it() -> None:
         "c": "smallint",
         "d": "bigint",
         "e": "bytea",
+        "f": "bigint",
+        "g": "bigint",
+        "h": "bigint",
     }
     (postgres,) = parse_tables(ddl)
     assert [c.pg_type for c in postgres.columns] == [
@@ -160,4 +167,7 @@ def test_cockroachdb_int_is_64_bit_as_its_default_int_size_makes_it() -> None:
         "smallint",
         "bigint",
         "bytea",
+        "smallint",
+        "smallint",
+        "integer",
     ]
