@@ -486,6 +486,17 @@ def _time_of_day(column: ColumnSpec, json: _Json) -> _Result:
     return _Result(F.concat(_clock(micros), F.lit(suffix)), problem)
 
 
+def _date32(column: ColumnSpec, json: _Json) -> _Result:
+    """YDB's ``Date32``: a JSON integer of days since the epoch, within years 1-9999."""
+    days = json.get("decimal(38,0)")
+    in_range = days.between(MIN_DAYS, MAX_DAYS)
+    value = F.date_add(F.lit("1970-01-01").cast("date"), days.try_cast("int"))
+    problem = F.when(~json.is_integer, F.lit("is not a whole number of days")).when(
+        ~F.coalesce(in_range, F.lit(False)), F.lit("is outside the date range")
+    )
+    return _Result(F.when(in_range, value), problem)
+
+
 def _time_fast(column: ColumnSpec, json: _Json) -> tuple[Column, Column]:
     """Microseconds since midnight, within the day."""
     suffix = "+00:00" if column.pg_type == "timetz" else ""
@@ -663,6 +674,7 @@ _DECODERS: dict[str, Callable[[ColumnSpec, _Json], _Result]] = {
     "text": _text,
     "bytea": _bytea,
     "date": _date,
+    "date32": _date32,
     "time": _time_of_day,
     "timetz": _time_of_day,
     "timestamp": _timestamp,
@@ -688,6 +700,7 @@ _FAST: dict[str, Callable[[ColumnSpec, _Json], tuple[Column, Column]]] = {
     "interval": _integer_fast,
     "numeric": _numeric_fast,
     "date": _date_fast,
+    "date32": _date_fast,
     "time": _time_fast,
     "timetz": _time_fast,
     "timestamp": _timestamp_fast,

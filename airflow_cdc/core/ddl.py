@@ -58,7 +58,7 @@ _USER_DEFINED = {
     "bytes": "bytea",  # CockroachDB's name
     # YDB's wide date types, as its changefeeds write them: integers of days (``Date32``),
     # seconds (``Datetime64``) and microseconds (``Timestamp64``, ``Interval64``).
-    "date32": "date",
+    "date32": "date32",
     "datetime64": "datetime64",
     "timestamp64": "timestamp",
     "interval64": "interval",

@@ -76,7 +76,7 @@ def test_ydb_type_names_take_the_family_of_the_form_its_changefeeds_write() -> N
         "a": "date",
         "b": "timestamp",
         "c": "timestamp",
-        "d": "date",
+        "d": "date32",
         "e": "datetime64",
         "f": "timestamp",
         "g": "interval",

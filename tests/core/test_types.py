@@ -72,6 +72,22 @@ def test_float_specials(pg_type: str) -> None:
 
 
 @pytest.mark.parametrize(
+    ("days", "expected"),
+    [(0, dt.date(1970, 1, 1)), (19737, dt.date(2024, 1, 15)), (-719162, dt.date(1, 1, 1))],
+)
+def test_ydb_date32_is_days_since_the_epoch(days: int, expected: dt.date) -> None:
+    assert decode(col("date32"), days) == Decoded(expected)
+
+
+@pytest.mark.parametrize("value", [2932897, -719163, 2**63, "2024-01-15", "infinity", 1.5])
+def test_a_date32_outside_years_1_to_9999_is_refused_not_an_infinity(value: Any) -> None:
+    """YDB's Date32 reaches years -144169 to 148107 and has no infinities: a day DATE cannot
+    hold does not decode (DSQL's date marks such integers as its ±infinity sentinels)."""
+    with pytest.raises(DecodeError):
+        decode(col("date32"), value)
+
+
+@pytest.mark.parametrize(
     ("seconds", "expected"),
     [
         (0, dt.datetime(1970, 1, 1)),

@@ -321,6 +321,21 @@ CASES: dict[ColumnSpec, list[str]] = {
         '"2024-01-15T10:30:00.5Z"',
         '"1969-12-31T23:59:59.999999Z"',
     ],
+    # YDB's Date32: days since the epoch, within the years 1-9999 (YDB has no infinities).
+    ColumnSpec("c", "date32"): [
+        "0",
+        "19737",
+        "-1",
+        "2932896",
+        "2932897",
+        "-719162",
+        "-719163",
+        "9223372036854775808",
+        "1.5",
+        '"2024-01-15"',
+        '"infinity"',
+        "true",
+    ],
     # YDB's Datetime64: seconds since the epoch, within the years 1-9999.
     ColumnSpec("c", "datetime64"): [
         "0",

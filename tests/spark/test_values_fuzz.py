@@ -810,6 +810,15 @@ def timestamp_texts(column: ColumnSpec, rng: Rng) -> tuple[list[str], Callable[[
 SECOND_EDGES = (0, MIN_MICROS // 10**6, MAX_MICROS // 10**6, 1733011200, 2**63 - 1, -(2**63))
 
 
+def date32_texts(column: ColumnSpec, rng: Rng) -> tuple[list[str], Callable[[], str]]:
+    fixed = [*_big(DAY_EDGES), '"2024-01-15"', '"infinity"', *OTHER_JSON]
+
+    def draw() -> str:
+        return _numbers_near(DAY_EDGES, rng) if rng.random() < 0.8 else _other(rng)
+
+    return fixed, draw
+
+
 def datetime64_texts(column: ColumnSpec, rng: Rng) -> tuple[list[str], Callable[[], str]]:
     fixed = [*_big(SECOND_EDGES), '"1733011200"', '"2024-12-01T00:00:00Z"', *OTHER_JSON]
 
@@ -892,6 +901,7 @@ GENERATORS: dict[str, Callable[[ColumnSpec, Rng], tuple[list[str], Callable[[], 
     "timetz": time_texts,
     "timestamp": timestamp_texts,
     "timestamptz": timestamp_texts,
+    "date32": date32_texts,
     "datetime64": datetime64_texts,
     "json": json_texts,
     "json_value": any_json_texts,
@@ -1186,23 +1196,27 @@ def _collected(column: ColumnSpec, value: Any) -> Any:
     TIMESTAMP within a day of 0001-01-01, where ``datetime.fromtimestamp`` looks a day back)."""
     from pyspark.sql import functions as F
 
-    if column.pg_type == "date":
+    if column.pg_type in ("date", "date32"):
         return F.unix_date(value)
     if column.pg_type in ("timestamp", "timestamptz", "datetime64"):
         return F.unix_micros(value.cast("timestamp"))  # the session's zone is UTC
     return value
 
 
+_DATED = ("date", "date32", "timestamp", "timestamptz", "datetime64")
+
+
 def _python(column: ColumnSpec, value: Any) -> Any:
     """A collected value as ``test_values.cells`` has it; a text where Python has none."""
-    if value is None or column.pg_type not in ("date", "timestamp", "timestamptz", "datetime64"):
+    if value is None or column.pg_type not in _DATED:
         return value
+    days = column.pg_type in ("date", "date32")
     try:
-        if column.pg_type == "date":
+        if days:
             return _EPOCH.date() + dt.timedelta(days=value)
         moment = _EPOCH + dt.timedelta(microseconds=value)
     except OverflowError:
-        unit = "days" if column.pg_type == "date" else "µs"
+        unit = "days" if days else "µs"
         return f"{value} {unit} from the epoch: outside years 1-9999"
     return moment.replace(tzinfo=dt.UTC) if column.pg_type == "timestamptz" else moment
 
